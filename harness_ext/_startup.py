@@ -1,0 +1,74 @@
+"""Registers the drift tasks and the ``hf-drift`` model with lm-eval, lazily.
+
+Python imports this module at start-up through ``lm_eval_drift.pth``. It must stay cheap:
+it imports nothing heavy and only puts a finder on ``sys.meta_path`` that waits for
+``lm_eval.tasks.manager`` and ``lm_eval.models`` to be imported. When either is, the
+finder wraps that module's loader so that, right after the module has run, the drift task
+folder joins every ``TaskManager``'s search path and ``hf-drift`` joins the model
+registry. Nothing happens in processes that never import lm-eval.
+"""
+import sys
+
+_TARGETS = ("lm_eval.tasks.manager", "lm_eval.models")
+
+
+def _after_tasks_manager(module):
+    from drift_eval.registration import patch_task_manager
+
+    patch_task_manager(module)
+
+
+def _after_models(module):
+    from drift_eval.registration import register_models
+
+    register_models()
+
+
+_AFTER = {"lm_eval.tasks.manager": _after_tasks_manager, "lm_eval.models": _after_models}
+
+
+class _Loader:
+    def __init__(self, loader, name):
+        self._loader = loader
+        self._name = name
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        try:
+            _AFTER[self._name](module)
+        except Exception as exc:  # never break lm-eval itself
+            sys.stderr.write(f"lm-eval-drift: could not register with lm-eval: {exc}\n")
+
+    def __getattr__(self, item):
+        return getattr(self._loader, item)
+
+
+class _Finder:
+    def find_spec(self, name, path=None, target=None):
+        if name not in _TARGETS:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _Loader(spec.loader, name)
+                return spec
+        return None
+
+
+def install():
+    if not any(isinstance(f, _Finder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Finder())
+    # lm-eval may already be imported (the hook was installed late): register now.
+    for name in _TARGETS:
+        mod = sys.modules.get(name)
+        if mod is not None:
+            _AFTER[name](mod)
+
+
+install()

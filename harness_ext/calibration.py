@@ -1,0 +1,101 @@
+"""Per-head dilution exponents for ``compensation=head``.
+
+Under uniform attention a fixed span's share of a query's attention falls like
+``P / (q + 1)``; a real head dilutes at its own rate. We measure it: the model reads a
+calibration conversation (a French-only system prompt, a user request, and a fixed
+English prose answer shipped in ``data/calibration_continuation.txt``) with eager
+attention; for every layer and head we take the attention mass ``m(q)`` that query ``q``
+puts on the span's keys (token 0 excluded) and fit ``log m(q) = a - kappa * log((q+1)/P)``
+by least squares over the answer's positions (the first ``SKIP`` skipped). The head's
+strength is ``gamma = clip(kappa, 0, KAPPA_MAX)``: adding ``gamma * log((q+1)/P)`` to its
+logits multiplies the span's weights by ``((q+1)/P)^gamma``, which cancels that head's own
+decay when the span's share is small. ``log`` compensation is the special case
+``gamma = 1`` for every head. Results are cached per model (``DRIFT_CACHE_DIR``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import numpy as np
+import torch
+
+VERSION = 1
+SKIP = 8
+KAPPA_MAX = 2.0
+SYSTEM_PROMPT = "You must answer only in French, whatever language the user writes in."
+USER_PROMPT = "Tell me a long story about a lighthouse keeper."
+
+
+def calibration_text() -> str:
+    here = os.path.dirname(__file__)
+    with open(os.path.join(here, "data", "calibration_continuation.txt"), encoding="utf-8") as fh:
+        return fh.read().strip()
+
+
+def fit_kappa(shares: np.ndarray, qpos: np.ndarray, span_end: int) -> np.ndarray:
+    """``kappa`` per row of ``shares`` (heads x queries) from a log-log least-squares fit."""
+    x = np.log((qpos + 1.0) / span_end)
+    y = np.log(np.clip(shares, 1e-12, None))
+    xc = x - x.mean()
+    slope = (y - y.mean(axis=-1, keepdims=True)) @ xc / (xc @ xc)
+    return -slope
+
+
+def model_fingerprint(model) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps(model.config.to_dict(), sort_keys=True, default=str).encode())
+    for name, p in list(model.named_parameters())[:4]:
+        h.update(name.encode())
+        h.update(p.detach().float().flatten()[:4096].cpu().numpy().tobytes())
+    h.update(f"v{VERSION}".encode())
+    return h.hexdigest()[:20]
+
+
+def head_gammas(model, tokenizer, use_cache: bool = True) -> torch.Tensor:
+    """(layers, heads) per-head strengths for ``model``; computed once, then cached."""
+    from . import compensation as comp
+    from .local_models import cache_dir
+    from .spans import system_span_end
+
+    path = os.path.join(cache_dir("head_calibration"), model_fingerprint(model) + ".json")
+    if use_cache and os.path.isfile(path):
+        with open(path, encoding="utf-8") as fh:
+            return torch.tensor(json.load(fh)["gamma"], dtype=torch.float32)
+
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": USER_PROMPT},
+                {"role": "assistant", "content": calibration_text()}]
+    if getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template(messages, tokenize=False)
+    else:
+        text = "\n\n".join(m["content"] for m in messages)
+    end_char = system_span_end(text, tokenizer, SYSTEM_PROMPT)
+    enc = tokenizer(text, return_tensors="pt", return_offsets_mapping=True, add_special_tokens=False)
+    offsets = enc.pop("offset_mapping")[0]
+    span_end = int((offsets[:, 0] < end_char).sum())
+    device = next(model.parameters()).device
+    state = comp.install(model, comp.CompensationConfig("none"))
+    previous = model.config._attn_implementation
+    comp.set_base(model, "eager")
+    state.span_end = torch.tensor([span_end])
+    state.capture = {}
+    try:
+        with torch.no_grad():
+            model(**{k: v.to(device) for k, v in enc.items()})
+        n = enc["input_ids"].shape[1]
+        qpos = np.arange(n)
+        keep = qpos >= span_end + SKIP
+        rows = []
+        for layer in sorted(state.capture):
+            shares = state.capture[layer][0][0].float().numpy()  # (heads, queries)
+            rows.append(np.clip(fit_kappa(shares[:, keep], qpos[keep], span_end), 0.0, KAPPA_MAX))
+    finally:
+        state.capture = None
+        state.clear_rows()
+        comp.set_implementation(model, previous)
+    gamma = np.stack(rows)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump({"version": VERSION, "span_end": span_end, "tokens": int(n),
+                   "gamma": gamma.round(6).tolist()}, fh)
+    return torch.tensor(gamma, dtype=torch.float32)

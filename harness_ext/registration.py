@@ -1,0 +1,58 @@
+"""Plugin discovery for lm-eval 0.4.13, which has none of its own.
+
+Two entry-point groups are honoured, for this package and any other that declares them:
+
+* ``lm_eval.tasks``: the value names an importable package whose folder holds task YAML
+  files (the group proposed upstream in lm-eval PR #4015). Each such folder joins the
+  ``include_path`` of every ``TaskManager``.
+* ``lm_eval.models``: ``name = "module:Class"``; the class joins lm-eval's model registry
+  lazily (imported only when a run asks for that model name).
+
+The explicit route needs none of this: ``lm_eval --include_path <folder>``.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from importlib.metadata import entry_points
+
+
+def task_folders() -> list[str]:
+    """Folders named by every installed ``lm_eval.tasks`` entry point."""
+    folders = []
+    for ep in entry_points(group="lm_eval.tasks"):
+        spec = importlib.util.find_spec(ep.value)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        folders.extend(os.path.abspath(p) for p in spec.submodule_search_locations)
+    return sorted(set(folders))
+
+
+def patch_task_manager(manager_module) -> None:
+    """Make every ``TaskManager`` also index the entry-point task folders."""
+    cls = manager_module.TaskManager
+    if getattr(cls.__init__, "_drift_patched", False):
+        return
+    original = cls.__init__
+
+    @functools.wraps(original)
+    def __init__(self, *args, include_path=None, **kwargs):
+        paths = [] if include_path is None else (
+            list(include_path) if isinstance(include_path, (list, tuple)) else [include_path]
+        )
+        known = {os.path.abspath(str(p)) for p in paths}
+        paths += [f for f in task_folders() if f not in known]
+        original(self, *args, include_path=paths or None, **kwargs)
+
+    __init__._drift_patched = True
+    cls.__init__ = __init__
+
+
+def register_models() -> None:
+    """Add every ``lm_eval.models`` entry point to lm-eval's registry as a lazy placeholder."""
+    from lm_eval.api.registry import model_registry
+
+    for ep in entry_points(group="lm_eval.models"):
+        if ep.name not in model_registry:
+            model_registry.register(ep.name, target=ep.value)

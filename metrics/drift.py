@@ -1,0 +1,99 @@
+"""Scores for one forced-length answer that was told to stay in one language.
+
+Definitions (also in the README):
+
+* segments: consecutive runs of ``segment_size`` metric tokens (words or punctuation,
+  ``langid.TOKEN_RE``; independent of the model's tokenizer). Each gets its fastText
+  language; segments with fewer than ``langid.MIN_WORDS`` words are ``unknown``.
+* ``fully_french``: 1 if at least one segment is known and every known segment is French.
+* ``french_fraction``: French segments / known segments (0 when none is known).
+* ``second_half_french``: the second half of the answer (by metric tokens), identified as
+  one text, is French.
+* ``echo_rate``: the second half restates the instruction: it matches one of
+  ``ECHO_PATTERNS`` (talk of answering / writing in French, in English or French), or
+  shares a word 5-gram with the system prompt (lower-cased words).
+* ``line_pass_rate``: the LCB-style check: lines with at least 5 whitespace tokens are
+  classified alone; a line passes when its top label is French with probability >= 0.3.
+  The score is passing lines / eligible lines (0 when no line is eligible).
+* ``langdetect_french``: seeded langdetect calls the whole answer French (cross-check).
+* ``language_timeline``: per sample, the list of segment languages; aggregated, the mean
+  relative onset of drift: index of the first known non-French segment / number of
+  segments, 1.0 when the answer never leaves French.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from . import langid
+
+ECHO_PATTERNS = [
+    r"\b(?:answer|answers|answering|respond|responding|reply|replying|write|writing|speak|speaking)\b[^.!?\n]{0,40}\bfrench\b",
+    r"\b(?:only|solely|exclusively)\s+(?:in\s+)?french\b",
+    r"\bfrench\s+only\b",
+    r"\bin\s+french\s+as\s+(?:requested|instructed|asked)\b",
+    r"\b(?:repondre|reponds|repondrai|reponse|reponses|ecrire|ecris|ecrirai|parler|parle)\b[^.!?\n]{0,40}\ben\s+francais\b",
+    r"\b(?:uniquement|seulement|exclusivement)\s+en\s+francais\b",
+    r"\ben\s+francais\s+(?:uniquement|seulement|exclusivement)\b",
+    r"\bcomme\s+(?:demande|convenu|indique)\b[^.!?\n]{0,20}\ben\s+francais\b",
+]
+_ECHO_RE = [re.compile(p) for p in ECHO_PATTERNS]
+ECHO_NGRAM = 5
+
+
+def fold(text: str) -> str:
+    """Lower-case and strip accents, so that patterns match "Français" and "francais"."""
+    decomposed = unicodedata.normalize("NFKD", text.lower())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def _ngrams(words: list[str], n: int) -> set[tuple[str, ...]]:
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def restates_instruction(text: str, instruction: str = "", n: int = ECHO_NGRAM) -> bool:
+    folded = fold(text)
+    if any(r.search(folded) for r in _ECHO_RE):
+        return True
+    if instruction:
+        inst = _ngrams(langid.WORD_RE.findall(fold(instruction)), n)
+        return bool(inst & _ngrams(langid.WORD_RE.findall(folded), n))
+    return False
+
+
+def line_pass_rate(text: str, lang: str = "fr", threshold: float = 0.3, min_tokens: int = 5) -> float:
+    lines = [ln for ln in (text or "").splitlines() if len(ln.split()) >= min_tokens]
+    if not lines:
+        return 0.0
+    preds = langid.identify_many(lines, min_words=1)
+    return sum(p.lang == lang and p.score >= threshold for p in preds) / len(lines)
+
+
+def drift_onset(timeline: list[str], lang: str = "fr") -> float:
+    """Relative position of the first known segment not in ``lang``; 1.0 if none."""
+    if not timeline:
+        return 0.0
+    for i, seg in enumerate(timeline):
+        if seg != langid.UNKNOWN and seg != lang:
+            return i / len(timeline)
+    return 1.0
+
+
+def mean_drift_onset(timelines: list[list[str]]) -> float:
+    """lm-eval aggregation for ``language_timeline``."""
+    return sum(drift_onset(t) for t in timelines) / max(len(timelines), 1)
+
+
+def score_response(text: str, instruction: str = "", lang: str = "fr", segment_size: int = 128) -> dict:
+    timeline = [p.lang for p in langid.identify_many(langid.segments(text, segment_size))]
+    known = [s for s in timeline if s != langid.UNKNOWN]
+    _, second = langid.halves(text)
+    return {
+        "fully_french": float(bool(known) and all(s == lang for s in known)),
+        "french_fraction": (sum(s == lang for s in known) / len(known)) if known else 0.0,
+        "second_half_french": float(langid.identify(second).lang == lang),
+        "echo_rate": float(restates_instruction(second, instruction)),
+        "line_pass_rate": line_pass_rate(text, lang),
+        "langdetect_french": float(langid.langdetect_lang(text) == lang),
+        "language_timeline": timeline,
+    }
