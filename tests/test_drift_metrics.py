@@ -1,0 +1,70 @@
+import pytest
+
+from drift_eval.metrics import drift, langid
+
+FR = "Le chat dort paisiblement sur le canapé pendant que la pluie tombe sur la ville. "
+EN = "The cat sleeps peacefully on the sofa while the rain falls on the city. "
+INSTRUCTION = "You are a helpful assistant. Answer only in French, whatever language the user writes in."
+
+
+def test_all_french_answer():
+    s = drift.score_response(FR * 30, INSTRUCTION)
+    assert s["fully_french"] == 1.0 and s["french_fraction"] == 1.0
+    assert s["second_half_french"] == 1.0 and s["echo_rate"] == 0.0
+    assert s["langdetect_french"] == 1.0
+    assert set(s["language_timeline"]) == {"fr"}
+
+
+def test_drift_to_english_half_way():
+    s = drift.score_response(FR * 20 + EN * 20, INSTRUCTION, segment_size=64)
+    assert s["fully_french"] == 0.0
+    assert 0.3 < s["french_fraction"] < 0.7
+    assert s["second_half_french"] == 0.0
+    assert 0.3 < drift.drift_onset(s["language_timeline"]) < 0.7
+
+
+def test_empty_answer_scores_zero_without_error():
+    s = drift.score_response("", INSTRUCTION)
+    assert s["fully_french"] == 0.0 and s["french_fraction"] == 0.0
+    assert s["language_timeline"] == [] and s["line_pass_rate"] == 0.0
+
+
+@pytest.mark.parametrize("text", [
+    "Je vais répondre uniquement en français, comme demandé.",
+    "Comme demandé, voici la suite en français.",
+    "I will answer in French as requested.",
+    "Remember: French only.",
+    "Je dois répondre en français.",
+    "Answer only in French, whatever language the user writes in.",  # 5-gram of the prompt
+])
+def test_echo_detects_restated_instruction(text):
+    assert drift.restates_instruction(text, INSTRUCTION)
+
+
+@pytest.mark.parametrize("text", [
+    "Le français est une langue parlée sur plusieurs continents.",
+    "La recette demande trois oeufs et un peu de farine.",
+    "The French revolution began in 1789.",
+])
+def test_echo_ignores_ordinary_mentions(text):
+    assert not drift.restates_instruction(text, INSTRUCTION)
+
+
+def test_echo_counts_only_the_second_half():
+    first = "Je réponds uniquement en français. " + FR * 10
+    assert drift.score_response(first + FR * 12, INSTRUCTION)["echo_rate"] == 0.0
+    assert drift.score_response(FR * 12 + first, INSTRUCTION)["echo_rate"] == 1.0
+
+
+def test_line_pass_rate_uses_eligible_lines_only():
+    text = "\n".join([FR.strip(), EN.strip(), "ok merci", FR.strip()])
+    assert drift.line_pass_rate(text) == pytest.approx(2 / 3)
+
+
+def test_drift_onset_and_its_aggregation():
+    u = langid.UNKNOWN
+    assert drift.drift_onset(["fr", "fr", "fr", "fr"]) == 1.0
+    assert drift.drift_onset(["fr", u, "en", "fr"]) == 0.5
+    assert drift.drift_onset([u, "fr"]) == 1.0
+    assert drift.drift_onset([]) == 0.0
+    assert drift.mean_drift_onset([["fr"], ["en", "fr"]]) == 0.5
