@@ -94,8 +94,7 @@ def head_gammas(model, tokenizer, use_cache: bool = True) -> torch.Tensor:
         state.capture = None
         state.clear_rows()
         comp.set_implementation(model, previous)
-    gamma = np.stack(rows)
+    gamma = np.stack(rows).round(6)  # what the cache file holds, so both routes agree
     with open(path, "w", encoding="utf-8") as fh:
-        json.dump({"version": VERSION, "span_end": span_end, "tokens": int(n),
-                   "gamma": gamma.round(6).tolist()}, fh)
+        json.dump({"version": VERSION, "span_end": span_end, "tokens": int(n), "gamma": gamma.tolist()}, fh)
     return torch.tensor(gamma, dtype=torch.float32)

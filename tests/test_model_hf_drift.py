@@ -1,0 +1,117 @@
+"""hf-drift in process on the bundled SmolLM2-135M-Instruct (real weights, real tokenizer)."""
+import math
+
+import pytest
+import torch
+
+from drift_eval import compensation as comp
+from drift_eval.errors import DriftUsageError
+
+SYSTEM = "Answer only in French."
+
+
+@pytest.fixture(scope="module")
+def lm(smollm2_dir):
+    from drift_eval.model import HFDriftLM
+
+    return HFDriftLM(pretrained=smollm2_dir, compensation="log", strength=1.0, device="cpu", batch_size=2)
+
+
+def _prompt(lm, user):
+    return lm.tokenizer.apply_chat_template(
+        [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
+        tokenize=False, add_generation_prompt=True)
+
+
+def test_span_rows_cover_the_system_prompt_under_left_padding(lm):
+    prompts = [_prompt(lm, "Hi."), _prompt(lm, "Tell me everything about the history of bread.")]
+    lm._docs_by_context = {p: {"system_prompt": SYSTEM} for p in prompts}
+    ids, mask = lm.tok_batch_encode(prompts)
+    span_end, prompt_len = lm._pending_rows
+    lm._pending_rows = None
+    assert prompt_len == mask.sum(1).tolist()
+    for row, P in enumerate(span_end):
+        real = ids[row][mask[row].bool()]
+        assert lm.tokenizer.decode(real[:P]).endswith(SYSTEM)
+        assert lm.tokenizer.convert_ids_to_tokens(int(real[P])) == "<|im_end|>"
+
+
+def test_span_prompt_covers_the_whole_prompt(lm):
+    lm.set_compensation(comp.CompensationConfig("log", 1.0, "prompt"))
+    try:
+        prompts = [_prompt(lm, "Hi."), _prompt(lm, "Tell me a story.")]
+        _, mask = lm.tok_batch_encode(prompts)
+        assert lm._pending_rows == (mask.sum(1).tolist(), mask.sum(1).tolist())
+    finally:
+        lm._pending_rows = None
+        lm.set_compensation(comp.CompensationConfig("log", 1.0))
+
+
+def test_left_truncation_shifts_the_span(lm):
+    prompt = _prompt(lm, "Tell me everything about the history of bread.")
+    full = len(lm.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    lm._docs_by_context = {prompt: {"system_prompt": SYSTEM}}
+    lm.tok_batch_encode([prompt])
+    (P_full,), _ = lm._pending_rows
+    lm.tok_batch_encode([prompt], left_truncate_len=full - 3)
+    (P_cut,), _ = lm._pending_rows
+    lm._pending_rows = None
+    assert P_cut == P_full - 3
+
+
+def test_compensation_changes_generation_and_none_restores_it(lm):
+    from lm_eval.api.instance import Instance
+
+    def run():
+        doc = {"system_prompt": SYSTEM}
+        req = Instance("generate_until", doc, (_prompt(lm, "Describe a forest."),
+                       {"until": [], "max_gen_toks": 24, "min_new_tokens": 24, "do_sample": False}), 0)
+        return lm.generate_until([req], disable_tqdm=True)[0]
+
+    lm.set_compensation(comp.CompensationConfig("none"))
+    plain = run()
+    lm.set_compensation(comp.CompensationConfig("log", 3.0))
+    strong = run()
+    lm.set_compensation(comp.CompensationConfig("none"))
+    assert run() == plain
+    assert strong != plain
+    lm.set_compensation(comp.CompensationConfig("log", 1.0))
+
+
+def test_head_calibration_is_per_layer_and_head_and_cached(lm, tmp_path, monkeypatch):
+    from drift_eval import calibration
+
+    monkeypatch.setenv("DRIFT_CACHE_DIR", str(tmp_path))
+    g = calibration.head_gammas(lm.model, lm.tokenizer)
+    cfg = lm.model.config
+    assert g.shape == (cfg.num_hidden_layers, cfg.num_attention_heads)
+    assert float(g.min()) >= 0.0 and float(g.max()) <= calibration.KAPPA_MAX
+    assert float(g.std()) > 0  # heads differ
+    assert lm.model.config._attn_implementation == "drift_sdpa"  # restored after calibration
+    again = calibration.head_gammas(lm.model, lm.tokenizer)  # from the cache file
+    assert torch.equal(g, again)
+    assert len(list(tmp_path.glob("head_calibration/*.json"))) == 1
+
+
+def test_fit_kappa_recovers_known_exponents():
+    import numpy as np
+
+    from drift_eval.calibration import fit_kappa
+
+    q = np.arange(40, 400)
+    P = 40
+    shares = np.stack([0.3 * ((q + 1) / P) ** -k for k in (0.0, 0.5, 1.0)])
+    assert fit_kappa(shares, q, P) == pytest.approx([0.0, 0.5, 1.0], abs=1e-9)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (dict(compensation="bogus"), "unknown compensation"),
+    (dict(strength=-0.5), "strength"),
+    (dict(span="user"), "unknown span"),
+    (dict(gguf_file="missing.gguf"), "GGUF file not found"),
+])
+def test_bad_model_args(smollm2_dir, args, needle):
+    from drift_eval.model import HFDriftLM
+
+    with pytest.raises(DriftUsageError, match=needle):
+        HFDriftLM(pretrained=smollm2_dir, device="cpu", **args)
