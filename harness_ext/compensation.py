@@ -115,18 +115,22 @@ class DriftState:
         if hit is None:
             bias = bias_for(self, q_len, k_len, query.dtype, query.device)
             merged = None
-            if bias is not None and self.config.mode != "head":
-                merged = _merge_mask(attention_mask, bias, query, key)
+            if bias is not None:
+                # head mode: the mask without bias; each layer adds its own scaled bias
+                merged = _merge_mask(attention_mask, torch.zeros_like(bias) if self.config.mode == "head" else bias,
+                                     query, key)
             hit = self._masks[slot] = (attention_mask, bias, merged)  # keeps the id alive
         _, bias, merged = hit
         if bias is None:
             return attention_mask
-        if merged is not None:
+        if self.config.mode != "head":
             return merged
         if self.head_gammas is None:
             raise RuntimeError("head compensation needs calibrated per-head strengths")
         g = self.head_gammas[layer_idx].to(device=bias.device, dtype=bias.dtype)
-        return _merge_mask(attention_mask, bias * g[None, :, None, None], query, key)
+        # span pairs are never masked (a span key precedes every biased query), so adding
+        # the bias to the merged mask cannot lift a masked entry
+        return torch.addcmul(merged, bias, g[None, :, None, None])
 
 
 def logical_positions(attention_mask_2d: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,91 @@
+"""Generation throughput with each compensation setting against stock sdpa, same run.
+
+Two copies of SmolLM2-135M-Instruct with the same weights: one untouched (stock sdpa), one
+routed through hf-drift's attention wrappers. Each round runs every setting once, in turn,
+so slow phases of a shared machine hit all settings alike. The ratio of a setting is the
+median over rounds of (stock time / setting time) within the same round.
+Greedy, forced length (EOS suppressed), a chat prompt with a system instruction.
+
+    python benchmarks/generation_speed.py [--new-tokens 64] [--rounds 5] [--threads 1]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from drift_eval import compensation as comp
+from drift_eval.calibration import head_gammas
+from drift_eval.local_models import smollm2_dir
+from drift_eval.spans import system_span_end, token_count_before
+
+SYSTEM = "You are a helpful assistant. Answer only in French, whatever language the user writes in."
+USERS = ["Explain photosynthesis.", "Tell me a long story about a cat.", "How does a bicycle work?",
+         "Plan a trip to Japan.", "Describe the life cycle of a star.", "Write a letter to a neighbour.",
+         "How do I bake bread at home?", "What makes a good film?"]
+SETTINGS = ["stock", "none", "log:1", "const:1", "head:1"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--batch-sizes", default="1,8")
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "generation_speed.json"))
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    d = smollm2_dir()
+    tok = AutoTokenizer.from_pretrained(d)
+    tok.padding_side = "left"
+    stock = AutoModelForCausalLM.from_pretrained(d, attn_implementation="sdpa").eval()
+    drift = AutoModelForCausalLM.from_pretrained(d, attn_implementation="sdpa").eval()
+    state = comp.install(drift, comp.CompensationConfig("none"))
+    state.head_gammas = head_gammas(drift, tok)
+
+    results = {}
+    for bs in [int(b) for b in args.batch_sizes.split(",")]:
+        prompts = [tok.apply_chat_template([{"role": "system", "content": SYSTEM}, {"role": "user", "content": u}],
+                                           tokenize=False, add_generation_prompt=True) for u in USERS[:bs]]
+        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        spans = [token_count_before(p, system_span_end(p, tok, SYSTEM), tok, add_special_tokens=False) for p in prompts]
+        lens = enc["attention_mask"].sum(1)
+        times = {s: [] for s in SETTINGS}
+        for r in range(args.rounds + 1):  # round 0 warms up
+            for setting in SETTINGS:
+                model = stock if setting == "stock" else drift
+                if setting != "stock":
+                    mode, _, s = setting.partition(":")
+                    state.config = comp.CompensationConfig(mode, float(s or 1))
+                    state.set_rows(spans, lens, args.new_tokens)
+                t0 = time.perf_counter()
+                with torch.no_grad():
+                    out = model.generate(**enc, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens,
+                                         do_sample=False, pad_token_id=tok.pad_token_id)
+                dt = time.perf_counter() - t0
+                state.clear_rows()
+                assert out.shape[1] - enc["input_ids"].shape[1] == args.new_tokens
+                if r:
+                    times[setting].append(dt)
+        results[f"batch{bs}"] = {
+            s: {"tokens_per_s": round(bs * args.new_tokens / statistics.median(t), 2),
+                "ratio_vs_stock": round(statistics.median(b / x for b, x in zip(times["stock"], t)), 3)}
+            for s, t in times.items()}
+    meta = {"model": "SmolLM2-135M-Instruct (float32, CPU)", "new_tokens": args.new_tokens,
+            "rounds": args.rounds, "threads": args.threads, "torch": torch.__version__}
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as fh:
+        json.dump({"meta": meta, "results": results}, fh, indent=2)
+    print(f"| batch | setting | tokens/s | ratio vs stock sdpa |\n|---|---|---|---|")
+    for b, rows in results.items():
+        for s, v in rows.items():
+            print(f"| {b[5:]} | {s} | {v['tokens_per_s']} | {v['ratio_vs_stock']} |")
+
+
+if __name__ == "__main__":
+    main()
