@@ -1,0 +1,1 @@
+"""Comparison reports (Jinja templates); arrives with the sweep and report commands."""
