@@ -8,7 +8,13 @@ import sys
 
 import pytest
 
-LM_EVAL = shutil.which("lm_eval") or shutil.which("lm-eval")
+def _console_script(name):
+    """The script installed beside this interpreter (its venv), else the one on PATH."""
+    here = os.path.join(os.path.dirname(sys.executable), name)
+    return here if os.path.isfile(here) else shutil.which(name)
+
+
+LM_EVAL = _console_script("lm_eval")
 pytestmark = pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")
 
 
