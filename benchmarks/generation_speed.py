@@ -1,7 +1,7 @@
 """Generation throughput with each compensation setting against stock sdpa, same run.
 
 Two copies of SmolLM2-135M-Instruct with the same weights: one untouched (stock sdpa), one
-routed through hf-drift's attention wrappers. Each round runs every setting once, in turn,
+routed through hf-drift's attention wrappers. Each round runs every setting once, in an order rotated from round to round,
 so slow phases of a shared machine hit all settings alike; times are the process's CPU time
 (one torch thread), which other processes on a shared machine do not inflate. The ratio of
 a setting is the median over rounds of (stock time / setting time) within the same round.
@@ -97,7 +97,7 @@ def main():
         lens = enc["attention_mask"].sum(1)
         times = {s: [] for s in SETTINGS}
         for r in range(args.rounds + 1):  # round 0 warms up
-            for setting in SETTINGS:
+            for setting in SETTINGS[r % len(SETTINGS):] + SETTINGS[:r % len(SETTINGS)]:  # rotate the order
                 model = stock if setting == "stock" else drift
                 if setting != "stock":
                     mode, _, s = setting.partition(":")

@@ -2,14 +2,15 @@
 
 Python imports this module at start-up through ``lm_eval_drift.pth``. It must stay cheap:
 it imports nothing heavy and only puts a finder on ``sys.meta_path`` that waits for
-``lm_eval.tasks.manager`` and ``lm_eval.models`` to be imported. When either is, the
-finder wraps that module's loader so that, right after the module has run, the drift task
-folder joins every ``TaskManager``'s search path and ``hf-drift`` joins the model
-registry. Nothing happens in processes that never import lm-eval.
+``lm_eval.tasks.manager``, ``lm_eval.models`` and ``lm_eval.api.model``. When one of them
+is imported, the finder wraps its loader so that, right after the module has run, the
+drift task folder joins every ``TaskManager``'s search path, ``hf-drift`` joins the model
+registry, and models other than ``hf-drift`` answer conversation requests with a one-line
+error. Nothing happens in processes that never import lm-eval.
 """
 import sys
 
-_TARGETS = ("lm_eval.tasks.manager", "lm_eval.models")
+_TARGETS = ("lm_eval.tasks.manager", "lm_eval.models", "lm_eval.api.model")
 
 
 def _after_tasks_manager(module):
@@ -24,7 +25,14 @@ def _after_models(module):
     register_models()
 
 
-_AFTER = {"lm_eval.tasks.manager": _after_tasks_manager, "lm_eval.models": _after_models}
+def _after_api_model(module):
+    from drift_eval.registration import add_conversation_fallback
+
+    add_conversation_fallback(module)
+
+
+_AFTER = {"lm_eval.tasks.manager": _after_tasks_manager, "lm_eval.models": _after_models,
+          "lm_eval.api.model": _after_api_model}
 
 
 class _Loader:

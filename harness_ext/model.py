@@ -111,3 +111,19 @@ class HFDriftLM(HFLM):
         finally:
             self._docs_by_context = {}
             self._pending_rows = None
+
+    # ------------------------------------------------------------------ conversations
+    def generate_conversation(self, requests, disable_tqdm: bool = False):
+        """Serve multi-turn conversation requests (see ``conversation.py``)."""
+        from tqdm import tqdm
+
+        from .conversation import ConversationSpec, dump_messages, run_conversations
+
+        n_turns = max((len(ConversationSpec.from_json(r.args[0]).user_turns) for r in requests), default=0)
+        bar = tqdm(total=n_turns, desc=f"Running {len(requests)} conversations, turn by turn",
+                   disable=disable_tqdm or self.rank != 0)
+        try:
+            histories = run_conversations(self, requests, progress=lambda turn, n: bar.update(1))
+            return [dump_messages(h) for h in histories]
+        finally:
+            bar.close()

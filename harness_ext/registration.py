@@ -56,3 +56,21 @@ def register_models() -> None:
     for ep in entry_points(group="lm_eval.models"):
         if ep.name not in model_registry:
             model_registry.register(ep.name, target=ep.value)
+
+
+def _needs_hf_drift(self, requests, *args, **kwargs):
+    from .errors import DriftUsageError
+
+    tasks = sorted({r.task_name for r in requests if getattr(r, "task_name", None)})
+    raise DriftUsageError(
+        f"{', '.join(tasks) or 'this task'} feeds the model's replies back as conversation history, "
+        f"which only the 'hf-drift' model serves: run it with --model hf-drift"
+    )
+
+
+def add_conversation_fallback(model_module) -> None:
+    """Give lm-eval's base ``LM`` a ``generate_conversation`` that stops with one line."""
+    from .conversation import REQUEST_TYPE
+
+    if not hasattr(model_module.LM, REQUEST_TYPE):
+        setattr(model_module.LM, REQUEST_TYPE, _needs_hf_drift)

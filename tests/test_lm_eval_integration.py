@@ -82,11 +82,43 @@ def test_bad_input_is_one_clear_line(smollm2_dir, model_args, env, needle):
     assert "Traceback" not in r.stderr
 
 
+def test_drift_french_group_end_to_end_with_conversations(smollm2_dir, tmp_path):
+    out = tmp_path / "out"
+    r = _run(["--model", "hf-drift", "--model_args", f"pretrained={smollm2_dir},compensation=log,strength=0.25",
+              "--tasks", "drift_french", "--apply_chat_template", "--limit", "2",
+              "--gen_kwargs", "max_gen_toks=12", "--batch_size", "2", "--device", "cpu",
+              "--output_path", str(out), "--log_samples"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    [res_file] = glob.glob(str(out / "*" / "results_*.json"))
+    res = json.load(open(res_file))
+    group = res["results"]["drift_french"]
+    assert 0.0 <= group["drift_score,none"] <= 1.0 and "drift_score_stderr,none" in group
+    multi = res["results"]["drift_french_multiturn"]
+    for t in range(1, 9):
+        assert 0.0 <= multi[f"french_turn_{t},none"] <= 1.0
+    [samples_file] = glob.glob(str(out / "*" / "samples_drift_french_multiturn_*.jsonl"))
+    for line in open(samples_file):
+        messages = json.loads(json.loads(line)["resps"][0][0])  # the whole conversation
+        assert [m["role"] for m in messages].count("assistant") == 8
+        assert messages[0]["role"] == "system"
+
+
+def test_conversation_task_on_another_model_names_hf_drift(smollm2_dir):
+    r = _run(["--model", "hf", "--model_args", f"pretrained={smollm2_dir}", "--tasks", "drift_french_multiturn",
+              "--limit", "1", "--device", "cpu"])
+    assert r.returncode != 0
+    line = _last_line(r.stderr)
+    assert line.startswith("error: drift_french_multiturn") and "--model hf-drift" in line, r.stderr[-2000:]
+
+
 def test_task_listing_and_validation():
     r = _run(["ls", "tasks"])
     assert r.returncode == 0
-    assert "drift_french_single " in r.stdout and "drift_french_single_fr" in r.stdout
-    r = _run(["validate", "--tasks", "drift_french_single,drift_french_single_fr"])
+    for name in ("drift_french_single ", "drift_french_single_fr", "drift_french_multiturn ",
+                 "drift_french_multiturn_reinject", "drift_french_multiturn_fixed", "drift_french "):
+        assert name in r.stdout, name
+    r = _run(["validate", "--tasks", "drift_french,drift_french_single_fr,drift_french_multiturn_reinject,"
+              "drift_french_multiturn_fixed"])
     assert r.returncode == 0, r.stdout + r.stderr
 
 

@@ -1,4 +1,7 @@
-"""drift_french_single: docs, requests and scoring for the forced-length French test.
+"""drift_french tasks: docs, requests and scoring.
+
+``drift_french_single`` is the forced-length single-turn test; ``drift_french_multiturn``
+(and its re-injection and fixed-history variants) the eight-turn conversation test.
 
 lm-eval loads this file by path from the task YAML (``!function utils.NAME``); the maths
 lives in ``drift_eval.metrics``.
@@ -11,8 +14,9 @@ from copy import deepcopy
 
 from lm_eval.api.task import ConfigurableTask
 
+from drift_eval.conversation import REQUEST_TYPE, ConversationSpec, assistant_replies
 from drift_eval.errors import DriftUsageError
-from drift_eval.metrics import drift, langid
+from drift_eval.metrics import conversation, drift, langid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -41,10 +45,19 @@ def load_single_turn(prompt_language: str = "en", **_metadata):
 
 
 def process_results(doc, results):
-    return drift.score_response(results[0], instruction=doc["system_prompt"], lang="fr")
+    scores = drift.score_response(results[0], instruction=doc["system_prompt"], lang="fr")
+    scores["drift_score"] = scores["fully_french"]  # the drift_french group's headline
+    return scores
 
 
 mean_drift_onset = drift.mean_drift_onset
+
+
+def _check_language_model():
+    try:
+        langid.identify("Ceci est une phrase en français.")
+    except langid.LanguageModelMissing as exc:
+        raise DriftUsageError(str(exc)) from None
 
 
 class ForcedLengthTask(ConfigurableTask):
@@ -56,10 +69,7 @@ class ForcedLengthTask(ConfigurableTask):
     def __init__(self, config=None):
         config = dict(config or {})
         config.pop("class", None)
-        try:
-            langid.identify("Ceci est une phrase en français.")
-        except langid.LanguageModelMissing as exc:
-            raise DriftUsageError(str(exc)) from None
+        _check_language_model()
         super().__init__(config=config)
 
     def construct_requests(self, doc, ctx, **kwargs):
@@ -69,3 +79,63 @@ class ForcedLengthTask(ConfigurableTask):
             if "min_new_tokens" not in gen:
                 gen["min_new_tokens"] = gen.get("max_gen_toks", 256)
         return inst
+
+
+# ---------------------------------------------------------------------- conversations
+def read_conversations() -> list[dict]:
+    with open(os.path.join(HERE, "conversations.jsonl"), encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def load_conversations(prompt_language: str = "en", mode: str = "live", reinject_every: int = 0,
+                       num_conversations: int | None = None, **_metadata):
+    """``custom_dataset``: one doc per conversation (32 by default; ``--metadata``
+    ``{"num_conversations": N, "reinject_every": K}`` changes them)."""
+    import datasets
+
+    if prompt_language not in SYSTEM_PROMPTS:
+        raise DriftUsageError(f"prompt_language must be one of {', '.join(SYSTEM_PROMPTS)}, got '{prompt_language}'")
+    convs = read_conversations()
+    if num_conversations is not None:
+        n = int(num_conversations)
+        if not 1 <= n <= len(convs):
+            raise DriftUsageError(f"num_conversations must be between 1 and {len(convs)}, got {num_conversations}")
+        convs = convs[:n]
+    docs = []
+    for c in convs:
+        spec = ConversationSpec(SYSTEM_PROMPTS[prompt_language], c["user_turns"], mode, int(reinject_every),
+                                c["scripted_replies"])
+        docs.append(dict(id=c["id"], topic=c["topic"], system_prompt=spec.system_prompt, spec=spec.to_json(),
+                         mode=mode, reinject_every=int(reinject_every)))
+    return {"test": datasets.Dataset.from_list(docs)}
+
+
+class ConversationTask(ConfigurableTask):
+    """One ``generate_conversation`` request per doc, served by ``hf-drift``."""
+
+    def __init__(self, config=None):
+        config = dict(config or {})
+        config.pop("class", None)
+        _check_language_model()
+        super().__init__(config=config)
+
+    def construct_requests(self, doc, ctx, **kwargs):
+        from lm_eval.api.instance import Instance
+
+        gen = deepcopy(self.config.generation_kwargs)
+        return Instance(request_type=REQUEST_TYPE, doc=doc, arguments=(doc["spec"], gen), idx=0,
+                        metadata=kwargs.get("metadata", (None, None, None)))
+
+
+def process_conversation(doc, results):
+    replies = assistant_replies(results[0])
+    scores = conversation.score_conversation(replies, lang="fr")
+    scores["drift_score"] = scores["all_turns_french"]
+    return scores
+
+
+def process_fixed_history(doc, results):
+    last = assistant_replies(results[0])[-1:]
+    s = conversation.score_conversation(last, lang="fr", first_turn=1)
+    return {"french_last_turn": s["french_turn_1"], "leak_last_turn": s["leak_turn_1"],
+            "words_last_turn": s["words_turn_1"], "repetition": s["repetition"]}

@@ -1,0 +1,73 @@
+"""Scores for a multi-turn conversation that was told to stay in French.
+
+Definitions (also in the README):
+
+* a reply is French when fastText's top label for the whole reply is ``fr`` (a reply with
+  fewer than ``langid.MIN_WORDS`` words is ``unknown``, which is not French);
+* ``french_turn_k``: reply k is French; ``last3_french``: mean over the last three turns;
+  ``all_turns_french``: every reply is French;
+* leaked instruction words: accent-folded, lower-cased word tokens of a reply that are in
+  ``LEAK_LEXICON`` (the words that name the instruction: the language, "only", "answer",
+  "instruction"... in English and French); ``leak_turn_k`` is leaked words per 1000 words
+  of reply k (0 for an empty reply), ``leak_per_1000`` the same over all replies;
+* ``words_turn_k``: words in reply k; ``mean_words``: mean over replies;
+* ``repetition``: per reply, the share of word 4-grams that already occurred earlier in
+  the same reply, averaged over replies (0 for replies shorter than five words).
+"""
+from __future__ import annotations
+
+from . import langid
+from .drift import fold
+
+LEAK_LEXICON = frozenset({
+    "french", "francais", "francaise", "language", "languages", "langue", "langues",
+    "only", "uniquement", "seulement", "exclusivement", "answer", "answers", "reponds",
+    "repondre", "reponse", "reponses", "instruction", "instructions", "consigne", "consignes",
+    "assistant", "switch",
+})
+REPEAT_N = 4
+
+
+def words(text: str) -> list[str]:
+    return langid.WORD_RE.findall(fold(text or ""))
+
+
+def leaked(text: str) -> tuple[int, int]:
+    """(leaked instruction words, words) in ``text``."""
+    ws = words(text)
+    return sum(w in LEAK_LEXICON for w in ws), len(ws)
+
+
+def repetition(text: str, n: int = REPEAT_N) -> float:
+    ws = words(text)
+    grams = [tuple(ws[i : i + n]) for i in range(len(ws) - n + 1)]
+    if not grams:
+        return 0.0
+    seen, repeats = set(), 0
+    for g in grams:
+        repeats += g in seen
+        seen.add(g)
+    return repeats / len(grams)
+
+
+def score_conversation(replies: list[str], lang: str = "fr", first_turn: int = 1) -> dict:
+    """Per-turn and whole-conversation scores; turns are numbered from ``first_turn``."""
+    preds = langid.identify_many(replies)
+    french = [float(p.lang == lang) for p in preds]
+    leaks = [leaked(r) for r in replies]
+    out = {}
+    for i, (fr, (lk, n)) in enumerate(zip(french, leaks)):
+        t = first_turn + i
+        out[f"french_turn_{t}"] = fr
+        out[f"leak_turn_{t}"] = 1000.0 * lk / n if n else 0.0
+        out[f"words_turn_{t}"] = float(n)
+    total_words = sum(n for _, n in leaks)
+    tail = french[-3:]
+    out.update(
+        last3_french=sum(tail) / len(tail) if tail else 0.0,
+        all_turns_french=float(bool(french) and all(french)),
+        leak_per_1000=1000.0 * sum(lk for lk, _ in leaks) / total_words if total_words else 0.0,
+        mean_words=total_words / len(replies) if replies else 0.0,
+        repetition=sum(repetition(r) for r in replies) / len(replies) if replies else 0.0,
+    )
+    return out

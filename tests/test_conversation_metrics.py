@@ -1,0 +1,48 @@
+import pytest
+
+from drift_eval.metrics import conversation as conv
+
+FR = "Le chat dort paisiblement sur le canapé pendant que la pluie tombe sur la ville."
+EN = "The cat sleeps peacefully on the sofa while the rain falls on the city."
+
+
+def test_hand_made_conversation_with_known_answers():
+    replies = [FR, FR, EN, FR, FR, EN, FR, FR]
+    s = conv.score_conversation(replies)
+    assert [s[f"french_turn_{t}"] for t in range(1, 9)] == [1, 1, 0, 1, 1, 0, 1, 1]
+    assert s["last3_french"] == pytest.approx(2 / 3)
+    assert s["all_turns_french"] == 0.0
+    assert s["words_turn_1"] == 15.0 and s["words_turn_3"] == 14.0
+    assert s["mean_words"] == pytest.approx((15 * 6 + 14 * 2) / 8)
+
+
+def test_all_french_conversation():
+    s = conv.score_conversation([FR] * 8)
+    assert s["all_turns_french"] == 1.0 and s["last3_french"] == 1.0
+    assert s["leak_per_1000"] == 0.0
+
+
+def test_leaked_words_per_thousand():
+    reply = "Je réponds uniquement en français. " + "Le chat dort sur le canapé. " * 3  # 5 + 18 words
+    lk, n = conv.leaked(reply)
+    assert (lk, n) == (3, 23)  # reponds, uniquement, francais
+    s = conv.score_conversation([reply, FR])
+    assert s["leak_turn_1"] == pytest.approx(1000 * 3 / 23)
+    assert s["leak_turn_2"] == 0.0
+    assert s["leak_per_1000"] == pytest.approx(1000 * 3 / (23 + 15))
+
+
+def test_repetition_rate():
+    assert conv.repetition("a b c d e f g h") == 0.0
+    assert conv.repetition("a b c d a b c d") == pytest.approx(1 / 5)  # grams: abcd bcda cdab dabc abcd
+    assert conv.repetition("court") == 0.0
+
+
+def test_empty_replies_do_not_crash():
+    s = conv.score_conversation(["", ""])
+    assert s["all_turns_french"] == 0.0 and s["leak_turn_1"] == 0.0 and s["mean_words"] == 0.0
+
+
+def test_turn_numbering_for_a_single_generated_turn():
+    s = conv.score_conversation([FR], first_turn=8)
+    assert s["french_turn_8"] == 1.0 and "french_turn_1" not in s
