@@ -68,3 +68,13 @@ def test_drift_onset_and_its_aggregation():
     assert drift.drift_onset([u, "fr"]) == 1.0
     assert drift.drift_onset([]) == 0.0
     assert drift.mean_drift_onset([["fr"], ["en", "fr"]]) == 0.5
+
+
+def test_metric_maths_imports_without_torch_or_lm_eval():
+    import subprocess
+    import sys
+
+    code = ("import sys, drift_eval.metrics.drift, drift_eval.metrics.conversation; "
+            "print('torch' in sys.modules, 'lm_eval' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
