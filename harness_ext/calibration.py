@@ -57,7 +57,7 @@ def head_gammas(model, tokenizer, use_cache: bool = True) -> torch.Tensor:
     """(layers, heads) per-head strengths for ``model``; computed once, then cached."""
     from . import compensation as comp
     from .local_models import cache_dir
-    from .spans import system_span_end
+    from .spans import system_span_end, token_count_before
 
     path = os.path.join(cache_dir("head_calibration"), model_fingerprint(model) + ".json")
     if use_cache and os.path.isfile(path):
@@ -71,9 +71,8 @@ def head_gammas(model, tokenizer, use_cache: bool = True) -> torch.Tensor:
     else:
         text = "\n\n".join(m["content"] for m in messages)
     end_char = system_span_end(text, tokenizer, SYSTEM_PROMPT)
-    enc = tokenizer(text, return_tensors="pt", return_offsets_mapping=True, add_special_tokens=False)
-    offsets = enc.pop("offset_mapping")[0]
-    span_end = int((offsets[:, 0] < end_char).sum())
+    enc = tokenizer(text, return_tensors="pt", add_special_tokens=False)
+    span_end = token_count_before(text, end_char, tokenizer, add_special_tokens=False)
     device = next(model.parameters()).device
     state = comp.install(model, comp.CompensationConfig("none"))
     previous = model.config._attn_implementation

@@ -23,7 +23,7 @@ from lm_eval.models.utils import has_bos_prefix
 from . import compensation as comp
 from .errors import DriftUsageError
 from .local_models import cached_from_gguf
-from .spans import system_span_end, token_count_before
+from .spans import system_span_end, token_counts
 
 log = logging.getLogger("lm_eval_drift")
 
@@ -81,8 +81,8 @@ class HFDriftLM(HFLM):
                     self._warned_no_span = True
                 ends.append(0)
                 continue
-            n_full = len(self.tokenizer(s, **kwargs)["input_ids"])
-            P = token_count_before(s, end_char, self.tokenizer, **kwargs) - (n_full - n_kept)
+            before, n_full = token_counts(s, end_char, self.tokenizer, **kwargs)
+            P = before - (n_full - n_kept)
             ends.append(P if P > 1 else 0)
         return ends, kept
 

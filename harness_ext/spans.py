@@ -43,9 +43,16 @@ def system_span_end(prompt: str, tokenizer=None, system_prompt: str | None = Non
     return None
 
 
-def token_count_before(prompt: str, end_char: int, tokenizer, **encode_kwargs) -> int:
-    """Number of tokens of ``prompt`` that start before ``end_char``."""
+def token_counts(prompt: str, end_char: int, tokenizer, **encode_kwargs) -> tuple[int, int]:
+    """(tokens of ``prompt`` that start before ``end_char``, all tokens of ``prompt``)."""
     if getattr(tokenizer, "is_fast", False):
         enc = tokenizer(prompt, return_offsets_mapping=True, **encode_kwargs)
-        return sum(1 for start, _ in enc["offset_mapping"] if start < end_char)
-    return len(tokenizer(prompt[:end_char], **encode_kwargs)["input_ids"])
+        offsets = enc["offset_mapping"]
+        return sum(1 for start, _ in offsets if start < end_char), len(offsets)
+    total = len(tokenizer(prompt, **encode_kwargs)["input_ids"])
+    return len(tokenizer(prompt[:end_char], **encode_kwargs)["input_ids"]), total
+
+
+def token_count_before(prompt: str, end_char: int, tokenizer, **encode_kwargs) -> int:
+    """Number of tokens of ``prompt`` that start before ``end_char``."""
+    return token_counts(prompt, end_char, tokenizer, **encode_kwargs)[0]
