@@ -38,7 +38,6 @@ class HFDriftLM(HFLM):
         if gguf_file and isinstance(pretrained, str):
             pretrained = cached_from_gguf(pretrained, gguf_file, log=log.warning)
         super().__init__(pretrained=pretrained, **kwargs)
-        self._attention = attention
         self._docs_by_context: dict = {}
         self._pending_rows = None
         self._warned_no_span = False
@@ -57,6 +56,8 @@ class HFDriftLM(HFLM):
 
     # ------------------------------------------------------------------ spans
     def _encode_kwargs(self, strings):
+        """The special-token choice ``HFLM.tok_batch_encode`` makes (lm-eval does not expose
+        it), so that span offsets are counted on the same tokens."""
         if has_bos_prefix(strings[0], getattr(self.tokenizer, "bos_token", None)):
             return {"add_special_tokens": False}
         if self.add_bos_token is not None:
