@@ -24,6 +24,16 @@ def _run(args, env_extra=None, timeout=900):
     return subprocess.run([LM_EVAL, *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
+def _results(out):
+    [res_file] = glob.glob(str(out / "*" / "results_*.json"))
+    return json.load(open(res_file))
+
+
+def _samples(out, task):
+    [samples_file] = glob.glob(str(out / "*" / f"samples_{task}_*.jsonl"))
+    return [json.loads(line) for line in open(samples_file)]
+
+
 def _last_line(text):
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1] if lines else ""
@@ -37,16 +47,14 @@ def test_hf_drift_end_to_end_writes_results_and_samples(smollm2_dir, tmp_path):
               "--gen_kwargs", "max_gen_toks=32", "--batch_size", "2", "--device", "cpu",
               "--output_path", str(out), "--log_samples"])
     assert r.returncode == 0, r.stderr[-3000:]
-    [res_file] = glob.glob(str(out / "*" / "results_*.json"))
-    res = json.load(open(res_file))
+    res = _results(out)
     task = res["results"]["drift_french_single"]
     for metric in ("fully_french", "french_fraction", "second_half_french", "echo_rate",
                    "line_pass_rate", "langdetect_french", "language_timeline"):
         assert 0.0 <= task[f"{metric},none"] <= 1.0
     assert "fully_french_stderr,none" in task
     assert res["config"]["model_args"]["compensation"] == "const"
-    [samples_file] = glob.glob(str(out / "*" / "samples_drift_french_single_*.jsonl"))
-    samples = [json.loads(line) for line in open(samples_file)]
+    samples = _samples(out, "drift_french_single")
     assert len(samples) == 2
     from transformers import AutoTokenizer
 
@@ -89,16 +97,14 @@ def test_drift_french_group_end_to_end_with_conversations(smollm2_dir, tmp_path)
               "--gen_kwargs", "max_gen_toks=12", "--batch_size", "2", "--device", "cpu",
               "--output_path", str(out), "--log_samples"])
     assert r.returncode == 0, r.stderr[-3000:]
-    [res_file] = glob.glob(str(out / "*" / "results_*.json"))
-    res = json.load(open(res_file))
+    res = _results(out)
     group = res["results"]["drift_french"]
     assert 0.0 <= group["drift_score,none"] <= 1.0 and "drift_score_stderr,none" in group
     multi = res["results"]["drift_french_multiturn"]
     for t in range(1, 9):
         assert 0.0 <= multi[f"french_turn_{t},none"] <= 1.0
-    [samples_file] = glob.glob(str(out / "*" / "samples_drift_french_multiturn_*.jsonl"))
-    for line in open(samples_file):
-        messages = json.loads(json.loads(line)["resps"][0][0])  # the whole conversation
+    for sample in _samples(out, "drift_french_multiturn"):
+        messages = json.loads(sample["resps"][0][0])  # the whole conversation
         assert [m["role"] for m in messages].count("assistant") == 8
         assert messages[0]["role"] == "system"
 

@@ -33,13 +33,17 @@ def read_requests() -> list[dict]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
+def system_prompt(prompt_language: str) -> str:
+    if prompt_language not in SYSTEM_PROMPTS:
+        raise DriftUsageError(f"prompt_language must be one of {', '.join(SYSTEM_PROMPTS)}, got '{prompt_language}'")
+    return SYSTEM_PROMPTS[prompt_language]
+
+
 def load_single_turn(prompt_language: str = "en", **_metadata):
     """``custom_dataset`` for lm-eval: one doc per user request, with its system prompt."""
     import datasets
 
-    if prompt_language not in SYSTEM_PROMPTS:
-        raise DriftUsageError(f"prompt_language must be one of {', '.join(SYSTEM_PROMPTS)}, got '{prompt_language}'")
-    docs = [dict(r, system_prompt=SYSTEM_PROMPTS[prompt_language], prompt_language=prompt_language)
+    docs = [dict(r, system_prompt=system_prompt(prompt_language), prompt_language=prompt_language)
             for r in read_requests()]
     return {"test": datasets.Dataset.from_list(docs)}
 
@@ -60,17 +64,22 @@ def _check_language_model():
         raise DriftUsageError(str(exc)) from None
 
 
-class ForcedLengthTask(ConfigurableTask):
-    """A generation task whose answers run to ``max_gen_toks``: the end-of-sequence token is
-    suppressed until then (``min_new_tokens = max_gen_toks`` unless the user sets
-    ``min_new_tokens`` in ``--gen_kwargs``). It checks the language-ID model before any
-    generation starts, so that a missing file cannot waste a run."""
+class DriftTask(ConfigurableTask):
+    """Base of the drift tasks: built from the YAML (``class:`` entry dropped), and it checks
+    the language-ID model before any generation starts, so that a missing file cannot
+    waste a run."""
 
     def __init__(self, config=None):
         config = dict(config or {})
         config.pop("class", None)
         _check_language_model()
         super().__init__(config=config)
+
+
+class ForcedLengthTask(DriftTask):
+    """A generation task whose answers run to ``max_gen_toks``: the end-of-sequence token is
+    suppressed until then (``min_new_tokens = max_gen_toks`` unless the user sets
+    ``min_new_tokens`` in ``--gen_kwargs``)."""
 
     def construct_requests(self, doc, ctx, **kwargs):
         inst = super().construct_requests(doc, ctx, **kwargs)
@@ -93,8 +102,7 @@ def load_conversations(prompt_language: str = "en", mode: str = "live", reinject
     ``{"num_conversations": N, "reinject_every": K}`` changes them)."""
     import datasets
 
-    if prompt_language not in SYSTEM_PROMPTS:
-        raise DriftUsageError(f"prompt_language must be one of {', '.join(SYSTEM_PROMPTS)}, got '{prompt_language}'")
+    system = system_prompt(prompt_language)
     convs = read_conversations()
     if num_conversations is not None:
         n = int(num_conversations)
@@ -103,21 +111,15 @@ def load_conversations(prompt_language: str = "en", mode: str = "live", reinject
         convs = convs[:n]
     docs = []
     for c in convs:
-        spec = ConversationSpec(SYSTEM_PROMPTS[prompt_language], c["user_turns"], mode, int(reinject_every),
+        spec = ConversationSpec(system, c["user_turns"], mode, int(reinject_every),
                                 c["scripted_replies"])
         docs.append(dict(id=c["id"], topic=c["topic"], system_prompt=spec.system_prompt, spec=spec.to_json(),
                          mode=mode, reinject_every=int(reinject_every)))
     return {"test": datasets.Dataset.from_list(docs)}
 
 
-class ConversationTask(ConfigurableTask):
+class ConversationTask(DriftTask):
     """One ``generate_conversation`` request per doc, served by ``hf-drift``."""
-
-    def __init__(self, config=None):
-        config = dict(config or {})
-        config.pop("class", None)
-        _check_language_model()
-        super().__init__(config=config)
 
     def construct_requests(self, doc, ctx, **kwargs):
         from lm_eval.api.instance import Instance
