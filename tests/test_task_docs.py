@@ -1,0 +1,34 @@
+import json
+
+import pytest
+
+from drift_eval.conversation import ConversationSpec
+from drift_eval.errors import DriftUsageError
+from drift_eval.tasks.drift_french import utils
+
+
+def test_single_turn_docs_carry_their_system_prompt():
+    en = utils.load_single_turn("en")["test"]
+    fr = utils.load_single_turn("fr")["test"]
+    assert len(en) == len(fr) >= 32
+    assert len({d["request"] for d in en}) == len(en)  # all requests differ
+    assert "French" in en[0]["system_prompt"] and "français" in fr[0]["system_prompt"]
+
+
+def test_conversation_docs_and_their_options():
+    docs = utils.load_conversations(reinject_every=3, num_conversations=5, version=1.0)["test"]
+    assert len(docs) == 5
+    spec = ConversationSpec.from_json(docs[0]["spec"])
+    assert len(spec.user_turns) == 8 and spec.reinject_every == 3 and spec.mode == "live"
+    full = utils.load_conversations()["test"]
+    assert len(full) == 32
+    assert len({json.loads(d["spec"])["user_turns"][0] for d in full}) == 32
+    fixed = ConversationSpec.from_json(utils.load_conversations(mode="fixed")["test"][0]["spec"])
+    assert len(fixed.scripted_replies) == 7
+
+
+@pytest.mark.parametrize("kwargs", [dict(num_conversations=0), dict(num_conversations=99),
+                                    dict(prompt_language="de"), dict(mode="replay")])
+def test_bad_task_options_are_clear_errors(kwargs):
+    with pytest.raises(DriftUsageError):
+        utils.load_conversations(**kwargs)
