@@ -1,0 +1,67 @@
+"""Measured inputs of the positional-bias metric on a transformers model.
+
+For fixed-length sequences (no padding), per layer t:
+
+* ``lambda_t``: mean over tokens and sequences of ``|a| / (|x| + |a|)``, with ``x`` the
+  decoder block's input (before its norm) and ``a`` the attention output after its output
+  projection (forward hooks on the block and its attention module);
+* ``A_t``: the attention kernel averaged over sequences and query heads (eager attention,
+  since sdpa returns no weights; under GQA each query head counts once).
+
+And the empirical influence: the L2 norm, per input position, of the gradient of the top
+next-token probability at the last position with respect to the input embeddings, averaged
+over sequences. The rollout maths is in ``drift_eval.metrics.rollout``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from . import compensation as comp
+
+
+def _blocks(model):
+    """(decoder block, its attention module) per layer, in layer order."""
+    names = dict(model.named_modules())
+    pairs = []
+    for attn in comp.attention_modules(model):
+        name = next(n for n, m in names.items() if m is attn)
+        pairs.append((names[name.rsplit(".", 1)[0]], attn))
+    return pairs
+
+
+def measure(model, input_ids: torch.Tensor) -> dict:
+    """``lambdas`` (L,), ``kernels`` (L, n, n) and ``gradient_profile`` (n,) as NumPy arrays."""
+    if input_ids.ndim != 2:
+        raise ValueError("input_ids must be (sequences, length) with no padding")
+    previous = model.config._attn_implementation
+    comp.install(model, comp.CompensationConfig("none"))
+    comp.set_base(model, "eager")
+    sums = {}
+    hooks = []
+    for t, (block, attn) in enumerate(_blocks(model)):
+        def pre(mod, args, kwargs, t=t):
+            x = args[0] if args else kwargs["hidden_states"]
+            sums.setdefault(t, {})["x"] = x.detach().float().norm(dim=-1)
+
+        def post(mod, args, kwargs, out, t=t):
+            a = out[0] if isinstance(out, tuple) else out
+            an = a.detach().float().norm(dim=-1)
+            sums[t]["lam"] = (an / (sums[t]["x"] + an)).mean().item()
+
+        hooks.append(block.register_forward_pre_hook(pre, with_kwargs=True))
+        hooks.append(attn.register_forward_hook(post, with_kwargs=True))
+    try:
+        with torch.no_grad():
+            out = model(input_ids=input_ids, output_attentions=True)
+        kernels = np.stack([a.float().mean(dim=(0, 1)).cpu().numpy() for a in out.attentions])
+        lambdas = np.array([sums[t]["lam"] for t in range(len(kernels))])
+    finally:
+        for h in hooks:
+            h.remove()
+    comp.set_implementation(model, previous)
+    emb = model.get_input_embeddings()(input_ids).detach().requires_grad_(True)
+    logits = model(inputs_embeds=emb).logits[:, -1].float()
+    torch.softmax(logits, dim=-1).max(dim=-1).values.sum().backward()
+    grad = emb.grad.float().norm(dim=-1).mean(dim=0).cpu().numpy()
+    return {"lambdas": lambdas, "kernels": kernels, "gradient_profile": grad / grad.sum()}
