@@ -5,6 +5,7 @@
                              compensation, and print lm-eval's results tables
     drift-eval model-path    print the safetensors folder of the bundled demo model
                              (converted from its GGUF file on first use)
+    drift-eval position-bias predicted (rollout) vs gradient influence profiles of a model
 """
 from __future__ import annotations
 
@@ -50,6 +51,47 @@ def _model_path(args) -> int:
     return 0
 
 
+def _position_bias(args) -> int:
+    import json
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .calibration import calibration_text
+    from .local_models import cached_from_gguf, smollm2_dir
+    from .position_bias import fixed_length_sequences, profiles
+
+    if args.model is None:
+        model_dir = smollm2_dir()
+    elif args.gguf_file:
+        model_dir = cached_from_gguf(args.model, args.gguf_file)
+    else:
+        model_dir = args.model
+    if args.text:
+        if not os.path.isfile(args.text):
+            raise DriftUsageError(f"text file not found: {args.text}")
+        with open(args.text, encoding="utf-8") as fh:
+            text = fh.read()
+    else:
+        text = calibration_text()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    ids = fixed_length_sequences(tok, text, args.length, args.sequences)
+    print(f"measuring {args.sequences} sequences of {args.length} tokens...", file=sys.stderr, flush=True)
+    res = profiles(model, ids)
+    if args.json:
+        print(json.dumps(res, indent=2))
+        return 0
+    print("rollout          W/(n-1)  Spearman   W/(n-1) w/o pos 0  Spearman w/o pos 0")
+    for name, c in res["comparison"].items():
+        a, b = c["with_position_0"], c["without_position_0"]
+        print(f"{name:15s}  {a['wasserstein']:.4f}   {a['spearman']:+.3f}     {b['wasserstein']:.4f}             {b['spearman']:+.3f}")
+    print("mixing coefficients per layer:", " ".join(f"{x:.3f}" for x in res["lambdas"]))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="drift-eval", description="Instruction-drift evaluation for lm-eval.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -63,6 +105,15 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=_demo)
     m = sub.add_parser("model-path", help="print the bundled demo model's safetensors folder")
     m.set_defaults(func=_model_path)
+    pb = sub.add_parser("position-bias", help="rollout-predicted vs gradient influence profiles")
+    pb.add_argument("--model", help="model folder (default: the bundled SmolLM2-135M-Instruct)")
+    pb.add_argument("--gguf-file", help="GGUF file inside --model")
+    pb.add_argument("--text", help="UTF-8 text to cut into sequences (default: the shipped prose)")
+    pb.add_argument("--length", type=int, default=64, help="tokens per sequence (default 64)")
+    pb.add_argument("--sequences", type=int, default=8, help="number of sequences (default 8)")
+    pb.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    pb.add_argument("--json", action="store_true", help="print profiles and comparisons as JSON")
+    pb.set_defaults(func=_position_bias)
     return p
 
 

@@ -10,7 +10,7 @@ For fixed-length sequences (no padding), per layer t:
 
 And the empirical influence: the L2 norm, per input position, of the gradient of the top
 next-token probability at the last position with respect to the input embeddings, averaged
-over sequences. The rollout maths is in ``drift_eval.metrics.rollout``.
+over sequences. The rollout maths is in ``drift_eval.metrics.rollout``; ``profiles`` puts both together.
 """
 from __future__ import annotations
 
@@ -65,3 +65,31 @@ def measure(model, input_ids: torch.Tensor) -> dict:
     torch.softmax(logits, dim=-1).max(dim=-1).values.sum().backward()
     grad = emb.grad.float().norm(dim=-1).mean(dim=0).cpu().numpy()
     return {"lambdas": lambdas, "kernels": kernels, "gradient_profile": grad / grad.sum()}
+
+
+def fixed_length_sequences(tokenizer, text: str, length: int, count: int) -> torch.Tensor:
+    """``count`` consecutive, non-overlapping ``length``-token windows of ``text``."""
+    ids = tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"][0]
+    if len(ids) < length * count:
+        from .errors import DriftUsageError
+
+        raise DriftUsageError(f"the text has {len(ids)} tokens; {count} sequences of {length} need "
+                              f"{length * count}: give a longer text or fewer/shorter sequences")
+    return ids[: length * count].reshape(count, length)
+
+
+def profiles(model, input_ids: torch.Tensor) -> dict:
+    """Predicted and empirical influence profiles, and their comparisons."""
+    from .metrics import rollout as ro
+
+    m = measure(model, input_ids)
+    ks, lam, grad = list(m["kernels"]), m["lambdas"], m["gradient_profile"]
+    predicted = {
+        "residual_aware": ro.influence_profile(ro.rollout(ks, lam)),
+        "attention_only": ro.influence_profile(ro.attention_only(ks, len(lam))),
+        "abnar_zuidema": ro.influence_profile(ro.abnar_zuidema(ks, len(lam))),
+    }
+    comparison = {name: {"with_position_0": ro.compare(p, grad), "without_position_0": ro.compare(p, grad, True)}
+                  for name, p in predicted.items()}
+    return {"lambdas": lam.tolist(), "gradient": grad.tolist(),
+            "profiles": {k: v.tolist() for k, v in predicted.items()}, "comparison": comparison}

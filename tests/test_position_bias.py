@@ -46,3 +46,21 @@ def test_works_on_other_families():
     for family in ("qwen2", "gpt_neox"):
         out = measure(tiny_model(family), torch.randint(3, 128, (2, 12)))
         assert out["kernels"].shape == (2, 12, 12) and out["lambdas"].shape == (2,)
+
+
+def test_cli_prints_json_profiles_and_rejects_short_text(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    cli = [sys.executable, "-m", "drift_eval.cli", "position-bias"]
+    r = subprocess.run(cli + ["--length", "32", "--sequences", "2", "--threads", "1", "--json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads(r.stdout)
+    assert set(res["profiles"]) == {"residual_aware", "attention_only", "abnar_zuidema"}
+    assert len(res["gradient"]) == 32 and len(res["profiles"]["residual_aware"]) == 32
+    short = tmp_path / "short.txt"
+    short.write_text("Only a few words here.")
+    r = subprocess.run(cli + ["--text", str(short)], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith("drift-eval: error: the text has")
