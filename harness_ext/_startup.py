@@ -5,7 +5,7 @@ it imports nothing heavy and only puts a finder on ``sys.meta_path`` that waits 
 ``lm_eval.tasks.manager``, ``lm_eval.models`` and ``lm_eval.api.model``. When one of them
 is imported, the finder wraps its loader so that, right after the module has run, the
 drift task folder joins every ``TaskManager``'s search path, ``hf-drift`` joins the model
-registry, and models other than ``hf-drift`` answer conversation requests with a one-line
+registry, and models other than ``hf-drift`` answer the drift request types with a one-line
 error. Nothing happens in processes that never import lm-eval.
 """
 import sys
@@ -26,9 +26,9 @@ def _after_models(module):
 
 
 def _after_api_model(module):
-    from drift_eval.registration import add_conversation_fallback
+    from drift_eval.registration import add_request_fallbacks
 
-    add_conversation_fallback(module)
+    add_request_fallbacks(module)
 
 
 _AFTER = {"lm_eval.tasks.manager": _after_tasks_manager, "lm_eval.models": _after_models,

@@ -128,3 +128,10 @@ class HFDriftLM(HFLM):
             return [dump_messages(h) for h in histories]
         finally:
             bar.close()
+
+    # ------------------------------------------------------------------ positional bias
+    def position_profile(self, requests, disable_tqdm: bool = False):
+        """Serve positional-bias requests (see ``position_bias.py``)."""
+        from .position_bias import serve
+
+        return serve(self, requests)

@@ -35,7 +35,8 @@ def measure(model, input_ids: torch.Tensor) -> dict:
     if input_ids.ndim != 2:
         raise ValueError("input_ids must be (sequences, length) with no padding")
     previous = model.config._attn_implementation
-    comp.install(model, comp.CompensationConfig("none"))
+    state = getattr(model, "_drift_state", None)  # keep hf-drift's setting as it is
+    comp.install(model, state.config if state is not None else comp.CompensationConfig("none"))
     comp.set_base(model, "eager")
     sums = {}
     hooks = []
@@ -93,3 +94,22 @@ def profiles(model, input_ids: torch.Tensor) -> dict:
                   for name, p in predicted.items()}
     return {"lambdas": lam.tolist(), "gradient": grad.tolist(),
             "profiles": {k: v.tolist() for k, v in predicted.items()}, "comparison": comparison}
+
+
+REQUEST_TYPE = "position_profile"
+
+
+def serve(lm, requests) -> list[str]:
+    """Serve ``position_profile`` requests with an ``HFLM`` (``hf-drift``): each request's
+    ``arguments[0]`` is JSON ``{"length": n, "sequences": k}``; the answer is the JSON of
+    ``profiles`` on the shipped prose."""
+    import json
+
+    from .calibration import calibration_text
+
+    out = []
+    for r in requests:
+        spec = json.loads(r.args[0])
+        ids = fixed_length_sequences(lm.tokenizer, calibration_text(), int(spec["length"]), int(spec["sequences"]))
+        out.append(json.dumps(profiles(lm.model, ids.to(lm.model.device))))
+    return out

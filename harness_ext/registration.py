@@ -58,19 +58,27 @@ def register_models() -> None:
             model_registry.register(ep.name, target=ep.value)
 
 
-def _needs_hf_drift(self, requests, *args, **kwargs):
-    from .errors import DriftUsageError
-
-    tasks = sorted({r.task_name for r in requests if getattr(r, "task_name", None)})
-    raise DriftUsageError(
-        f"{', '.join(tasks) or 'this task'} feeds the model's replies back as conversation history, "
-        f"which only the 'hf-drift' model serves: run it with --model hf-drift"
-    )
+_OWN_REQUEST_TYPES = {
+    "generate_conversation": "feeds the model's replies back as conversation history",
+    "position_profile": "reads attention weights and gradients inside the model",
+}
 
 
-def add_conversation_fallback(model_module) -> None:
-    """Give lm-eval's base ``LM`` a ``generate_conversation`` that stops with one line."""
-    from .conversation import REQUEST_TYPE
+def _needs_hf_drift(what):
+    def method(self, requests, *args, **kwargs):
+        from .errors import DriftUsageError
 
-    if not hasattr(model_module.LM, REQUEST_TYPE):
-        setattr(model_module.LM, REQUEST_TYPE, _needs_hf_drift)
+        tasks = sorted({r.task_name for r in requests if getattr(r, "task_name", None)})
+        raise DriftUsageError(
+            f"{', '.join(tasks) or 'this task'} {what}, which only the 'hf-drift' model serves: "
+            f"run it with --model hf-drift"
+        )
+
+    return method
+
+
+def add_request_fallbacks(model_module) -> None:
+    """Give lm-eval's base ``LM`` the drift request types, each stopping with one line."""
+    for request_type, what in _OWN_REQUEST_TYPES.items():
+        if not hasattr(model_module.LM, request_type):
+            setattr(model_module.LM, request_type, _needs_hf_drift(what))

@@ -121,10 +121,11 @@ def test_task_listing_and_validation():
     r = _run(["ls", "tasks"])
     assert r.returncode == 0
     for name in ("drift_french_single ", "drift_french_single_fr", "drift_french_multiturn ",
-                 "drift_french_multiturn_reinject", "drift_french_multiturn_fixed", "drift_french "):
+                 "drift_french_multiturn_reinject", "drift_french_multiturn_fixed", "drift_french ",
+                 "position_bias "):
         assert name in r.stdout, name
     r = _run(["validate", "--tasks", "drift_french,drift_french_single_fr,drift_french_multiturn_reinject,"
-              "drift_french_multiturn_fixed"])
+              "drift_french_multiturn_fixed,position_bias"])
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -148,3 +149,20 @@ def test_entry_points_are_declared():
     assert any(ep.value == "drift_eval.tasks" for ep in entry_points(group="lm_eval.tasks"))
     assert any(ep.name == "hf-drift" for ep in entry_points(group="lm_eval.models"))
     assert any(os.path.isfile(os.path.join(f, "drift_french", "drift_french_single.yaml")) for f in task_folders())
+
+
+def test_position_bias_task_through_lm_eval(smollm2_dir, tmp_path):
+    r = _run(["--model", "hf-drift", "--model_args", f"pretrained={smollm2_dir}", "--tasks", "position_bias",
+              "--metadata", '{"length": 24, "sequences": 2}', "--device", "cpu",
+              "--output_path", str(tmp_path), "--log_samples"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = _results(tmp_path)["results"]["position_bias"]
+    for name in ("residual_aware", "attention_only", "abnar_zuidema"):
+        assert 0.0 <= res[f"wasserstein_{name},none"] <= 1.0
+    [sample] = _samples(tmp_path, "position_bias")
+    profiles = json.loads(sample["resps"][0][0])["profiles"]
+    assert len(profiles["residual_aware"]) == 24
+    r = _run(["--model", "hf", "--model_args", f"pretrained={smollm2_dir}", "--tasks", "position_bias",
+              "--device", "cpu"])
+    assert r.returncode != 0
+    assert _last_line(r.stderr).startswith("error: position_bias reads attention weights"), r.stderr[-2000:]

@@ -1,0 +1,45 @@
+"""position_bias: rollout-predicted vs gradient influence profiles, served by hf-drift."""
+from __future__ import annotations
+
+import json
+
+from lm_eval.api.task import ConfigurableTask
+
+from drift_eval.errors import DriftUsageError
+
+REQUEST_TYPE = "position_profile"
+ROLLOUTS = ("residual_aware", "attention_only", "abnar_zuidema")
+
+
+def load_settings(length: int = 64, sequences: int = 8, **_metadata):
+    """One doc: the sequence length and count (``--metadata '{"length": 32}'``)."""
+    import datasets
+
+    if int(length) < 2 or int(sequences) < 1:
+        raise DriftUsageError(f"position_bias needs length >= 2 and sequences >= 1, got {length} and {sequences}")
+    return {"test": datasets.Dataset.from_list([{"length": int(length), "sequences": int(sequences)}])}
+
+
+class PositionBiasTask(ConfigurableTask):
+    def __init__(self, config=None):
+        config = dict(config or {})
+        config.pop("class", None)
+        super().__init__(config=config)
+
+    def construct_requests(self, doc, ctx, **kwargs):
+        from lm_eval.api.instance import Instance
+
+        spec = json.dumps({"length": doc["length"], "sequences": doc["sequences"]})
+        return Instance(request_type=REQUEST_TYPE, doc=doc, arguments=(spec, {}), idx=0,
+                        metadata=kwargs.get("metadata", (None, None, None)))
+
+
+def process_results(doc, results):
+    res = json.loads(results[0])
+    out = {}
+    for name in ROLLOUTS:
+        c = res["comparison"][name]
+        out[f"wasserstein_{name}"] = c["with_position_0"]["wasserstein"]
+        out[f"wasserstein_{name}_no_pos0"] = c["without_position_0"]["wasserstein"]
+        out[f"spearman_{name}"] = c["with_position_0"]["spearman"]
+    return out
