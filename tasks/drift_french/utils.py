@@ -12,11 +12,10 @@ import json
 import os
 from copy import deepcopy
 
-from lm_eval.api.task import ConfigurableTask
-
 from drift_eval.conversation import REQUEST_TYPE, ConversationSpec, assistant_replies
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics import conversation, drift, langid
+from drift_eval.task_base import YamlTask
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -64,14 +63,11 @@ def _check_language_model():
         raise DriftUsageError(str(exc)) from None
 
 
-class DriftTask(ConfigurableTask):
-    """Base of the drift tasks: built from the YAML (``class:`` entry dropped), and it checks
-    the language-ID model before any generation starts, so that a missing file cannot
-    waste a run."""
+class DriftTask(YamlTask):
+    """Base of the drift tasks: it checks the language-ID model before any generation
+    starts, so that a missing file cannot waste a run."""
 
     def __init__(self, config=None):
-        config = dict(config or {})
-        config.pop("class", None)
         _check_language_model()
         super().__init__(config=config)
 

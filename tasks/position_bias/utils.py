@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import json
 
-from lm_eval.api.task import ConfigurableTask
-
 from drift_eval.errors import DriftUsageError
+from drift_eval.task_base import YamlTask
 
 REQUEST_TYPE = "position_profile"
 ROLLOUTS = ("residual_aware", "attention_only", "abnar_zuidema")
@@ -20,12 +19,7 @@ def load_settings(length: int = 64, sequences: int = 8, **_metadata):
     return {"test": datasets.Dataset.from_list([{"length": int(length), "sequences": int(sequences)}])}
 
 
-class PositionBiasTask(ConfigurableTask):
-    def __init__(self, config=None):
-        config = dict(config or {})
-        config.pop("class", None)
-        super().__init__(config=config)
-
+class PositionBiasTask(YamlTask):
     def construct_requests(self, doc, ctx, **kwargs):
         from lm_eval.api.instance import Instance
 
