@@ -74,8 +74,9 @@ def head_gammas(model, tokenizer, use_cache: bool = True) -> torch.Tensor:
     enc = tokenizer(text, return_tensors="pt", add_special_tokens=False)
     span_end = token_count_before(text, end_char, tokenizer, add_special_tokens=False)
     device = next(model.parameters()).device
-    state = comp.install(model, comp.CompensationConfig("none"))
-    previous = model.config._attn_implementation
+    state = comp.install(model)  # keeps the model's own setting, restored below
+    previous, setting = model.config._attn_implementation, state.config
+    state.config = comp.CompensationConfig("none")  # measure stock attention
     comp.set_base(model, "eager")
     state.span_end = torch.tensor([span_end])
     state.capture = {}
@@ -92,6 +93,7 @@ def head_gammas(model, tokenizer, use_cache: bool = True) -> torch.Tensor:
     finally:
         state.capture = None
         state.clear_rows()
+        state.config = setting
         comp.set_implementation(model, previous)
     gamma = np.stack(rows).round(6)  # what the cache file holds, so both routes agree
     with open(path, "w", encoding="utf-8") as fh:

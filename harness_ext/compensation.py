@@ -242,8 +242,12 @@ def set_implementation(model, impl: str) -> None:
         model.config._attn_implementation = impl
 
 
-def install(model, config: CompensationConfig, base: str | None = None) -> DriftState:
+def install(model, config: CompensationConfig | None = None, base: str | None = None) -> DriftState:
     """Route ``model``'s attention through the drift wrappers; returns the shared state.
+
+    ``config`` replaces the model's compensation setting; ``None`` keeps the one it has
+    (``none`` on a model not installed yet), so that measurements that only need the
+    wrappers (calibration, rollout inputs) leave a user's setting alone.
 
     ``base`` is the stock implementation to wrap (``sdpa`` or ``eager``); by default the
     model's current one (eager if it was neither).
@@ -256,14 +260,15 @@ def install(model, config: CompensationConfig, base: str | None = None) -> Drift
         base = "eager"
     state = getattr(model, "_drift_state", None)
     if state is None:
-        state = DriftState(config)
+        state = DriftState(config or CompensationConfig("none"))
 
         def _begin_forward(mod, args, kwargs):
             state.begin_forward(kwargs.get("attention_mask"))
 
         model.register_forward_pre_hook(_begin_forward, with_kwargs=True)
         model._drift_state = state
-    state.config = config
+    if config is not None:
+        state.config = config
     for m in attention_modules(model):
         m._drift_state = state
     set_implementation(model, IMPLEMENTATIONS[base])

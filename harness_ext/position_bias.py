@@ -35,8 +35,7 @@ def measure(model, input_ids: torch.Tensor) -> dict:
     if input_ids.ndim != 2:
         raise ValueError("input_ids must be (sequences, length) with no padding")
     previous = model.config._attn_implementation
-    state = getattr(model, "_drift_state", None)  # keep hf-drift's setting as it is
-    comp.install(model, state.config if state is not None else comp.CompensationConfig("none"))
+    comp.install(model)  # keeps hf-drift's setting as it is
     comp.set_base(model, "eager")
     sums = {}
     hooks = []

@@ -93,6 +93,17 @@ def test_head_calibration_is_per_layer_and_head_and_cached(lm, tmp_path, monkeyp
     assert len(list(tmp_path.glob("head_calibration/*.json"))) == 1
 
 
+def test_head_setting_survives_its_own_calibration(lm, tmp_path, monkeypatch):
+    monkeypatch.setenv("DRIFT_CACHE_DIR", str(tmp_path))  # forces a fresh calibration
+    lm.drift_state.head_gammas = None
+    lm.set_compensation(comp.CompensationConfig("head", 0.5))
+    try:
+        assert lm.drift_state.head_gammas is not None
+        assert lm.drift_state.config == comp.CompensationConfig("head", 0.5)
+    finally:
+        lm.set_compensation(comp.CompensationConfig("log", 1.0))
+
+
 def test_fit_kappa_recovers_known_exponents():
     import numpy as np
 
