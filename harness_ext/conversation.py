@@ -19,8 +19,8 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from .errors import DriftUsageError
+from .request_types import CONVERSATION as REQUEST_TYPE
 
-REQUEST_TYPE = "generate_conversation"
 MODES = ("live", "fixed")
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from . import compensation as comp
+from .request_types import POSITION_PROFILE as REQUEST_TYPE  # noqa: F401  (the type ``serve`` answers)
 
 
 def _blocks(model):
@@ -94,8 +95,6 @@ def profiles(model, input_ids: torch.Tensor) -> dict:
     return {"lambdas": lam.tolist(), "gradient": grad.tolist(),
             "profiles": {k: v.tolist() for k, v in predicted.items()}, "comparison": comparison}
 
-
-REQUEST_TYPE = "position_profile"
 
 
 def serve(lm, requests) -> list[str]:

@@ -58,12 +58,6 @@ def register_models() -> None:
             model_registry.register(ep.name, target=ep.value)
 
 
-_OWN_REQUEST_TYPES = {
-    "generate_conversation": "feeds the model's replies back as conversation history",
-    "position_profile": "reads attention weights and gradients inside the model",
-}
-
-
 def _needs_hf_drift(what):
     def method(self, requests, *args, **kwargs):
         from .errors import DriftUsageError
@@ -79,6 +73,8 @@ def _needs_hf_drift(what):
 
 def add_request_fallbacks(model_module) -> None:
     """Give lm-eval's base ``LM`` the drift request types, each stopping with one line."""
-    for request_type, what in _OWN_REQUEST_TYPES.items():
+    from .request_types import NEEDS
+
+    for request_type, what in NEEDS.items():
         if not hasattr(model_module.LM, request_type):
             setattr(model_module.LM, request_type, _needs_hf_drift(what))

@@ -6,7 +6,7 @@ import json
 from drift_eval.errors import DriftUsageError
 from drift_eval.task_base import YamlTask
 
-REQUEST_TYPE = "position_profile"
+from drift_eval.request_types import POSITION_PROFILE as REQUEST_TYPE
 ROLLOUTS = ("residual_aware", "attention_only", "abnar_zuidema")
 
 
