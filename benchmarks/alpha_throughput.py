@@ -1,0 +1,138 @@
+"""α measurement throughput against a bare batched forward, and peak memory against the
+number of continuations.
+
+Throughput: the same rows (one scene's base prompt and two variants, each followed by the
+same continuations, left-padded in the same batches) go through (a) a bare forward with
+``output_hidden_states=True`` (logits at every position, as a plain call computes them),
+(a') the same with ``logits_to_keep=1`` (what the α code asks for), and (b)
+``drift_eval.alpha.scene_offsets`` (tokenising, hooks, window capture, streamed sums,
+signal and noise). The order is rotated from round to round; times are process CPU time
+with one torch thread; a ratio is the median over rounds of baseline time / α time (goal
+>= 0.8).
+
+Memory: each number of continuations K runs in a fresh process; the peak resident set
+size after loading the model and measuring one scene is recorded. Streaming keeps the
+sums at a fixed size, so the peak should not grow with K.
+
+    python benchmarks/alpha_throughput.py [--length 263] [--rounds 5] [--conts 8]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _setup(length, n_conts):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from drift_eval import alpha
+    from drift_eval.local_models import smollm2_dir
+    from drift_eval.metrics import alpha as am
+    from drift_eval.tasks.drift_alpha.utils import read_scenes
+
+    d = smollm2_dir()
+    tok = AutoTokenizer.from_pretrained(d)
+    model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
+    scene = read_scenes()[0]
+    conts = alpha.read_continuations("bundled", n_conts)
+    cont_ids, T = alpha.continuation_ids(tok, conts, length)
+    windows = am.octave_windows(T)
+    return model, tok, scene, cont_ids, windows
+
+
+def throughput(args):
+    from drift_eval import alpha
+
+    torch.set_num_threads(args.threads)
+    model, tok, scene, cont_ids, windows = _setup(args.length, args.conts)
+    variants = {"detail": scene["detail"], "translation": scene["translation"]}
+    prompts = [alpha.prompt_ids(tok, scene["base"])] + [alpha.prompt_ids(tok, v) for v in variants.values()]
+    rows = [p + c for c in cont_ids for p in prompts]
+    pad = alpha._pad_id(tok)
+
+    def bare(**extra):
+        with torch.no_grad():
+            for b0 in range(0, len(rows), args.batch_size):
+                ids, mask, pos = alpha._padded(rows[b0:b0 + args.batch_size], pad, "cpu")
+                model(input_ids=ids, attention_mask=mask, position_ids=pos, output_hidden_states=True, use_cache=False,
+                      **extra)
+
+    def bare_last_logits():
+        bare(logits_to_keep=1)
+
+    def measured():
+        alpha.scene_offsets(model, tok, scene["base"], variants, cont_ids, windows, None, args.batch_size)
+
+    bare()  # warm-up
+    fns = [("bare", bare), ("bare_last_logits", bare_last_logits), ("alpha", measured)]
+    times = {name: [] for name, _ in fns}
+    ratios = {"bare": [], "bare_last_logits": []}
+    for r in range(args.rounds):
+        order = fns[r % 3:] + fns[:r % 3]  # rotated from round to round
+        got = {}
+        for name, fn in order:
+            t0 = time.process_time()
+            fn()
+            got[name] = time.process_time() - t0
+            times[name].append(got[name])
+        for b in ratios:
+            ratios[b].append(got[b] / got["alpha"])
+        print(f"round {r + 1}: " + ", ".join(f"{k} {v:.2f} s" for k, v in got.items())
+              + f"; ratios {ratios['bare'][-1]:.3f} / {ratios['bare_last_logits'][-1]:.3f}", flush=True)
+    return {"rows": len(rows), "length": args.length, "batch_size": args.batch_size, "threads": args.threads,
+            "rounds": args.rounds, "cpu_s": times,
+            "throughput_ratio_median": statistics.median(ratios["bare"]),
+            "throughput_ratio_vs_last_logits_median": statistics.median(ratios["bare_last_logits"]),
+            "throughput_ratios": ratios}
+
+
+def peak_memory_child(args):
+    from drift_eval import alpha
+
+    torch.set_num_threads(args.threads)
+    model, tok, scene, cont_ids, windows = _setup(args.length, args.conts)
+    loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    alpha.scene_offsets(model, tok, scene["base"], {"detail": scene["detail"]}, cont_ids, windows, None,
+                        args.batch_size)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"continuations": args.conts, "rss_after_load_mib": loaded / 1024, "peak_rss_mib": peak / 1024}))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--length", type=int, default=263)
+    p.add_argument("--conts", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=6)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--memory-conts", default="2,4,8,16")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        return peak_memory_child(args)
+    result = {"throughput": throughput(args), "memory": []}
+    for k in [int(x) for x in args.memory_conts.split(",")]:
+        out = subprocess.check_output([sys.executable, __file__, "--child", "--conts", str(k), "--length",
+                                       str(args.length), "--batch-size", str(args.batch_size)], text=True)
+        result["memory"].append(json.loads(out.strip().splitlines()[-1]))
+        print(result["memory"][-1], flush=True)
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    with open(os.path.join(HERE, "results", "alpha_throughput.json"), "w") as fh:
+        json.dump(result, fh, indent=2)
+    print(json.dumps({"throughput_ratio_median": result["throughput"]["throughput_ratio_median"],
+                      "vs_last_logits": result["throughput"]["throughput_ratio_vs_last_logits_median"],
+                      "peak_rss_mib": [m["peak_rss_mib"] for m in result["memory"]]}))
+
+
+if __name__ == "__main__":
+    main()

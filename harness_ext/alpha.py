@@ -1,0 +1,397 @@
+"""Teacher-forced prompt pairs: hidden-state offsets for α and continuation perplexity.
+
+A prompt ``x`` and a variant ``x'`` are each followed by the same continuation tokens
+``c`` (``"\\n\\n"`` + the continuation text, tokenised once, cut to ``length`` tokens), and
+the model reads both under its active compensation setting (the bias goes from the
+continuation's queries to the prompt's keys, token 0 excepted). Forward hooks on the
+decoder blocks keep the residual stream (block outputs) only at the window positions, and
+the per-scene sums of Δ and Δ² are streamed, so memory does not grow with the number of
+continuations. The maths (σ units, unbiased signal, noise, windows, fits) is in
+``drift_eval.metrics.alpha``.
+
+Rows are batched across continuations and variants with left padding, position ids from
+the attention mask, and logits for the last position only.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .errors import DriftUsageError
+from .metrics import alpha as am
+
+SEPARATOR = "\n\n"
+AXES = ("detail", "paraphrase", "genre", "translation")
+
+
+# ---------------------------------------------------------------------------- inputs
+def decoder_layers(model) -> list:
+    """The model's decoder blocks, in order: the ModuleList as long as the layer count."""
+    n = getattr(model.config, "num_hidden_layers", None)
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.ModuleList) and len(mod) == n:
+            return list(mod)
+    raise DriftUsageError(f"cannot find the decoder blocks of {type(model).__name__} "
+                          "(no ModuleList of num_hidden_layers modules)")
+
+
+def prompt_ids(tokenizer, text: str) -> list[int]:
+    ids = tokenizer(text)["input_ids"]
+    if not ids:
+        raise DriftUsageError("a prompt is empty: give every prompt some text")
+    return list(ids)
+
+
+def continuation_ids(tokenizer, texts: list[str], length: int | None) -> tuple[list[list[int]], int]:
+    """Token ids of ``SEPARATOR + text`` for each continuation, all cut to the same length:
+    ``length`` if given (every continuation must reach it), else the shortest."""
+    if not texts:
+        raise DriftUsageError("no continuations: give at least two continuation texts")
+    ids = [tokenizer(SEPARATOR + t, add_special_tokens=False)["input_ids"] for t in texts]
+    shortest = min(len(i) for i in ids)
+    if length is None:
+        length = shortest
+    elif shortest < length:
+        raise DriftUsageError(f"a continuation has only {shortest} tokens but length={length} was asked: "
+                              "use longer continuations or a smaller length")
+    return [list(i[:length]) for i in ids], int(length)
+
+
+def read_continuations(source: str = "bundled", n: int = 16) -> list[str]:
+    """The shared continuations: ``bundled`` (written for this project, see
+    ``tasks/drift_alpha/DATA.md``), ``wikitext`` (WikiText-103 validation articles from the
+    Hugging Face hub, as in the original study; needs the network), or a file: ``.jsonl``
+    with a ``text`` field per line, or plain text whose passages are separated by blank
+    lines holding only ``---``."""
+    source = str(source)
+    n = int(n)
+    if n < 2:
+        raise DriftUsageError(f"the α metric needs at least two continuations, got n_continuations={n}")
+    if source == "bundled":
+        from importlib.resources import files
+
+        path = str(files("drift_eval.tasks") / "drift_alpha" / "continuations.jsonl")
+        texts = _read_file(path)
+    elif source == "wikitext":
+        texts = _wikitext(n)
+    elif os.path.isfile(source):
+        texts = _read_file(source)
+    else:
+        raise DriftUsageError(f"continuations '{source}' is neither bundled, wikitext nor an existing file")
+    if len(texts) < n:
+        raise DriftUsageError(f"{source} holds {len(texts)} continuations, fewer than the {n} asked for")
+    return texts[:n]
+
+
+def _read_file(path: str) -> list[str]:
+    with open(path, encoding="utf-8") as fh:
+        if path.endswith(".jsonl"):
+            try:
+                return [json.loads(line)["text"] for line in fh if line.strip()]
+            except (ValueError, KeyError, TypeError):
+                raise DriftUsageError(f"{path}: every line must be a JSON object with a 'text' field") from None
+        parts = [p.strip() for p in fh.read().split("\n---\n")]
+    return [p for p in parts if p]
+
+
+def _wikitext(n: int, min_chars: int = 6000) -> list[str]:
+    """The first ``n`` WikiText-103 validation articles of at least ``min_chars`` characters,
+    headings removed."""
+    try:
+        import datasets
+
+        rows = datasets.load_dataset("Salesforce/wikitext", "wikitext-103-raw-v1", split="validation")["text"]
+    except Exception as exc:  # offline, or the hub refused
+        raise DriftUsageError("continuations=wikitext needs the Hugging Face hub (WikiText-103); "
+                              f"it failed ({type(exc).__name__}); use the bundled continuations or a file") from None
+    articles, cur = [], []
+    for line in rows:
+        s = line.strip()
+        if s.startswith("= ") and not s.startswith("= = "):
+            if cur:
+                articles.append(" ".join(cur))
+            cur = []
+        elif s and not s.startswith("="):
+            cur.append(s)
+    if cur:
+        articles.append(" ".join(cur))
+    return [a for a in articles if len(a) >= min_chars][:n]
+
+
+def _batch_size(lm_or_value) -> int:
+    bs = getattr(lm_or_value, "batch_size", lm_or_value)
+    try:
+        return max(1, int(bs))
+    except (TypeError, ValueError):
+        return 8
+
+
+# ---------------------------------------------------------------------------- forwards
+class _Capture:
+    """Forward hooks that keep block outputs at chosen columns (and optional row sums)."""
+
+    def __init__(self, layers):
+        self.layers = layers
+        self.cols = None
+        self.stat_rows = None  # rows whose last ``T`` positions feed the σ statistics
+        self.T = 0
+        self.windows = [None] * len(layers)
+        self.sums = [None] * len(layers)
+        self.sumsqs = [None] * len(layers)
+        self._handles = []
+
+    def __enter__(self):
+        for i, layer in enumerate(self.layers):
+            self._handles.append(layer.register_forward_hook(self._hook(i)))
+        return self
+
+    def __exit__(self, *exc):
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+    def _hook(self, i):
+        def hook(module, args, out):
+            h = out[0] if isinstance(out, (tuple, list)) else out
+            self.windows[i] = h[:, self.cols, :].float()
+            if self.stat_rows is not None and len(self.stat_rows):
+                tail = h[self.stat_rows, -self.T:, :].double()
+                self.sums[i] = tail.sum((0, 1))
+                self.sumsqs[i] = (tail * tail).sum((0, 1))
+        return hook
+
+
+def _padded(rows: list[list[int]], pad_id: int, device):
+    """Left-padded ids, mask and position ids."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
+        mask[i, width - len(r):] = 1
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    return ids.to(device), mask.to(device), pos.to(device)
+
+
+def _forward(model, state, ids, mask, pos, prompt_lens, T, logits_to_keep):
+    """One forward under the active compensation (span = each row's prompt)."""
+    if state is not None and state.config.active:
+        P = torch.tensor(prompt_lens)
+        state.set_rows(P, P, T)
+    try:
+        kw = dict(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False)
+        try:
+            return model(**kw, logits_to_keep=logits_to_keep)
+        except TypeError:  # a family without logits_to_keep
+            return model(**kw)
+    finally:
+        if state is not None:
+            state.clear_rows()
+
+
+def _pad_id(tokenizer) -> int:
+    for tid in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0):
+        if tid is not None:
+            return int(tid)
+    return 0
+
+
+# ---------------------------------------------------------------------------- α
+@dataclass
+class SceneSums:
+    """Streamed sufficient statistics of one scene: σ from its base runs, and per axis the
+    sums of Δ and Δ² over continuations at the window positions."""
+
+    base_sum: torch.Tensor
+    base_sumsq: torch.Tensor
+    base_count: int = 0
+    delta_sum: dict = field(default_factory=dict)
+    delta_sumsq: dict = field(default_factory=dict)
+    k: dict = field(default_factory=dict)
+
+    def curves(self, windows) -> dict:
+        n = self.base_count
+        mean = (self.base_sum / n).cpu().numpy()
+        var = (self.base_sumsq / n).cpu().numpy() - mean ** 2  # (L, d)
+        out = {}
+        for axis in self.delta_sum:
+            S, N = am.signal_noise(self.delta_sum[axis].cpu().numpy(), self.delta_sumsq[axis].cpu().numpy(),
+                                   self.k[axis], var[:, None, :])
+            out[axis] = {"signal": am.window_means(S, windows).tolist(),
+                         "noise": am.window_means(N, windows).tolist(), "continuations": self.k[axis]}
+        return out
+
+
+def scene_offsets(model, tokenizer, base: str, variants: dict[str, str], cont_ids: list[list[int]],
+                  windows, state=None, batch_size: int = 8, progress=None) -> dict:
+    """Per axis, the window signal and noise curves (layers x windows) of one scene."""
+    if len(cont_ids) < 2:
+        raise DriftUsageError("the α metric needs at least two continuations")
+    T = len(cont_ids[0])
+    layers = decoder_layers(model)
+    device = next(model.parameters()).device
+    t_pos = am.window_positions(windows)
+    prompts = {"base": prompt_ids(tokenizer, base)}
+    prompts.update({axis: prompt_ids(tokenizer, text) for axis, text in variants.items()})
+    order = ["base", *variants]
+    jobs = [(ci, name) for ci in range(len(cont_ids)) for name in order]
+    d = model.config.hidden_size
+    L = len(layers)
+    sums = SceneSums(torch.zeros(L, d, dtype=torch.float64, device=device),
+                     torch.zeros(L, d, dtype=torch.float64, device=device))
+    for axis in variants:
+        sums.delta_sum[axis] = torch.zeros(L, len(t_pos), d, dtype=torch.float64, device=device)
+        sums.delta_sumsq[axis] = torch.zeros_like(sums.delta_sum[axis])
+        sums.k[axis] = 0
+    base_windows = {}
+    pad = _pad_id(tokenizer)
+    cap = _Capture(layers)
+    with cap, torch.no_grad():
+        for b0 in range(0, len(jobs), batch_size):
+            batch = jobs[b0:b0 + batch_size]
+            rows = [prompts[name] + cont_ids[ci] for ci, name in batch]
+            ids, mask, pos = _padded(rows, pad, device)
+            width = ids.shape[1]
+            cap.T = T
+            cap.cols = torch.as_tensor(width - T + t_pos - 1, device=device)
+            cap.stat_rows = torch.as_tensor([i for i, (_, n) in enumerate(batch) if n == "base"],
+                                            dtype=torch.long, device=device)
+            _forward(model, state, ids, mask, pos, [len(prompts[n]) for _, n in batch], T, 1)
+            win = torch.stack(cap.windows, 1)  # (B, L, positions, d)
+            if len(cap.stat_rows):
+                sums.base_sum += torch.stack(cap.sums)
+                sums.base_sumsq += torch.stack(cap.sumsqs)
+                sums.base_count += len(cap.stat_rows) * T
+            for i, (ci, name) in enumerate(batch):
+                if name == "base":
+                    base_windows[ci] = win[i]
+            for i, (ci, name) in enumerate(batch):
+                if name != "base":
+                    delta = (win[i] - base_windows[ci]).double()
+                    sums.delta_sum[name] += delta
+                    sums.delta_sumsq[name] += delta * delta
+                    sums.k[name] += 1
+                    if all(sums.k[a] > ci for a in variants):
+                        base_windows.pop(ci, None)
+            if progress:
+                progress(len(batch))
+    return sums.curves(windows)
+
+
+def measure(model, tokenizer, scenes: list[dict], continuations: list[str], length: int | None = None,
+            state=None, batch_size: int = 8, width: int = 16, first_centre: int = 16, max_octaves: int = 7,
+            bootstrap_iters: int = 1000, progress=None) -> dict:
+    """α and β per layer and axis for ``scenes`` (dicts with ``base`` and any of the axis
+    names) over shared ``continuations``; see ``drift_eval.metrics.alpha.summarise``."""
+    cont_ids, T = continuation_ids(tokenizer, continuations, length)
+    windows = am.octave_windows(T, width, first_centre, max_octaves)
+    if len(windows) < 3:
+        raise DriftUsageError(f"continuations of {T} tokens hold only {len(windows)} window(s); the fit "
+                              f"needs 3 (at least {am.length_for(3, width, first_centre)} tokens)")
+    per_axis: dict[str, list] = {}
+    for scene in scenes:
+        variants = {a: scene[a] for a in AXES if scene.get(a)}
+        curves = scene_offsets(model, tokenizer, scene["base"], variants, cont_ids, windows, state,
+                               batch_size, progress)
+        for axis, c in curves.items():
+            per_axis.setdefault(axis, []).append(c)
+    centres = [w.centre for w in windows]
+    out = {"length": T, "continuations": len(cont_ids), "windows": [w.as_list() for w in windows],
+           "compensation": state.config.label() if state is not None else "none", "axes": {}}
+    for axis, cs in per_axis.items():
+        S = np.array([c["signal"] for c in cs])
+        N = np.array([c["noise"] for c in cs])
+        out["axes"][axis] = am.summarise(S, N, centres, iters=bootstrap_iters)
+    return out
+
+
+# ---------------------------------------------------------------------------- perplexity
+def continuation_nll(model, tokenizer, prompts: list[str], cont_ids: list[list[int]], state=None,
+                     batch_size: int = 4) -> list[list[float]]:
+    """Summed negative log-likelihood of each continuation after each prompt (nats), under
+    the active compensation: ``[prompt][continuation]``."""
+    T = len(cont_ids[0])
+    device = next(model.parameters()).device
+    pad = _pad_id(tokenizer)
+    jobs = [(pi, ci) for pi in range(len(prompts)) for ci in range(len(cont_ids))]
+    p_ids = [prompt_ids(tokenizer, p) for p in prompts]
+    out = [[0.0] * len(cont_ids) for _ in prompts]
+    with torch.no_grad():
+        for b0 in range(0, len(jobs), batch_size):
+            batch = jobs[b0:b0 + batch_size]
+            rows = [p_ids[pi] + cont_ids[ci] for pi, ci in batch]
+            ids, mask, pos = _padded(rows, pad, device)
+            res = _forward(model, state, ids, mask, pos, [len(p_ids[pi]) for pi, _ in batch], T, T + 1)
+            logits = res.logits[:, -(T + 1):-1, :]
+            target = ids[:, -T:]
+            for i, (pi, ci) in enumerate(batch):
+                nll = torch.nn.functional.cross_entropy(logits[i].float(), target[i], reduction="sum")
+                out[pi][ci] = float(nll)
+    return out
+
+
+# ---------------------------------------------------------------------------- lm-eval
+def _lm_parts(lm):
+    state = getattr(lm, "drift_state", None)
+    return lm.model, lm.tokenizer, state
+
+
+def serve_offsets(lm, requests) -> list[str]:
+    """``prompt_offsets`` requests: ``arguments[0]`` is JSON ``{"scene", "axis", "base",
+    "variant", "continuations": [...], "length", "windows": {...}}``. Requests that share a
+    base prompt and continuations (one scene's axes) share its base runs. The answer is
+    JSON with the scene's signal and noise curves for the request's axis."""
+    from tqdm import tqdm
+
+    model, tok, state = _lm_parts(lm)
+    specs = [json.loads(r.args[0]) for r in requests]
+    groups: dict = {}
+    for i, s in enumerate(specs):
+        key = (s["base"], tuple(s["continuations"]), s.get("length"), json.dumps(s.get("windows", {}), sort_keys=True))
+        groups.setdefault(key, []).append(i)
+    total = sum(len(specs[idx[0]]["continuations"]) * (1 + len(idx)) for idx in groups.values())
+    bar = tqdm(total=total, desc=f"Teacher-forcing {len(groups)} scenes ({state.config.label() if state else 'none'})",
+               disable=getattr(lm, "rank", 0) != 0)
+    out = [None] * len(specs)
+    try:
+        for (base, conts, length, _), idx in groups.items():
+            w = specs[idx[0]].get("windows", {})
+            cont_ids, T = continuation_ids(tok, list(conts), length)
+            windows = am.octave_windows(T, **w)
+            variants = {specs[i]["axis"]: specs[i]["variant"] for i in idx}
+            if len(variants) != len(idx):
+                raise DriftUsageError("two requests of one scene ask for the same axis")
+            curves = scene_offsets(model, tok, base, variants, cont_ids, windows, state,
+                                   _batch_size(lm), progress=bar.update)
+            for i in idx:
+                s = specs[i]
+                out[i] = json.dumps({"scene": s.get("scene"), "axis": s["axis"], "length": T,
+                                     "layers": len(curves[s["axis"]]["signal"]),
+                                     "centres": [x.centre for x in windows],
+                                     "compensation": state.config.label() if state else "none",
+                                     **curves[s["axis"]]})
+    finally:
+        bar.close()
+    return out
+
+
+def serve_nll(lm, requests) -> list[str]:
+    """``continuation_nll`` requests: ``arguments[0]`` is JSON ``{"prompt", "continuations",
+    "length"}``; the answer is JSON with the summed NLL per continuation under the active
+    setting, the token count, and (when compensation is active) the same without it."""
+    model, tok, state = _lm_parts(lm)
+    out = []
+    bs = _batch_size(lm)
+    for r in requests:
+        s = json.loads(r.args[0])
+        cont_ids, T = continuation_ids(tok, s["continuations"], s.get("length"))
+        nll = continuation_nll(model, tok, [s["prompt"]], cont_ids, state, bs)[0]
+        res = {"nll": nll, "tokens": T, "compensation": state.config.label() if state else "none"}
+        if state is not None and state.config.active:
+            res["nll_none"] = continuation_nll(model, tok, [s["prompt"]], cont_ids, None, bs)[0]
+        out.append(json.dumps(res))
+    return out

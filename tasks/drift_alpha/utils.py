@@ -1,0 +1,198 @@
+"""drift_alpha (hidden-state prompt forgetting, one task per variant axis) and drift_ppl
+(perplexity of the continuations after the prompt): docs, requests and aggregation.
+
+Each doc is one scene. Its request asks ``hf-drift`` to teacher-force the scene's base
+prompt and its variant with the shared continuations (under the run's compensation) and
+answers with the scene's signal and noise curves (in the logged sample). The aggregation
+pools the scenes and fits α and β per layer (``drift_eval.metrics.alpha``).
+
+Options (``--metadata``): ``continuations`` (``bundled``, ``wikitext`` or a file),
+``n_continuations`` (16), ``continuation_length`` (1031 tokens: 7 octave windows), ``num_scenes`` (20),
+``bootstrap_iters`` (1000).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+
+from drift_eval.alpha import AXES, read_continuations
+from drift_eval.errors import DriftUsageError
+from drift_eval.metrics import alpha as am
+from drift_eval.request_types import CONTINUATION_NLL, PROMPT_OFFSETS
+from drift_eval.task_base import YamlTask
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULTS = {"continuations": "bundled", "n_continuations": 16, "continuation_length": am.length_for(7), "num_scenes": 20,
+            "bootstrap_iters": 1000}
+
+
+def read_scenes() -> list[dict]:
+    with open(os.path.join(HERE, "scenes.jsonl"), encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def _scenes(num_scenes) -> list[dict]:
+    scenes = read_scenes()
+    n = int(num_scenes)
+    if not 2 <= n <= len(scenes):
+        raise DriftUsageError(f"num_scenes must be between 2 and {len(scenes)}, got {num_scenes}")
+    return scenes[:n]
+
+
+def load_axis(axis: str, num_scenes=DEFAULTS["num_scenes"], bootstrap_iters=DEFAULTS["bootstrap_iters"],
+              **_metadata):
+    """``custom_dataset``: one doc per scene, holding its base prompt and ``axis`` variant."""
+    import datasets
+
+    if axis not in AXES:
+        raise DriftUsageError(f"unknown axis '{axis}': use one of {', '.join(AXES)}")
+    docs = [{"scene": s["id"], "axis": axis, "base": s["base"], "variant": s[axis],
+             "bootstrap_iters": int(bootstrap_iters)} for s in _scenes(num_scenes)]
+    return {"test": datasets.Dataset.from_list(docs)}
+
+
+def load_prompts(num_scenes=DEFAULTS["num_scenes"], **_metadata):
+    """``custom_dataset`` for drift_ppl: one doc per scene (its base prompt)."""
+    import datasets
+
+    return {"test": datasets.Dataset.from_list([{"scene": s["id"], "prompt": s["base"]}
+                                                 for s in _scenes(num_scenes)])}
+
+
+class _OptionsTask(YamlTask):
+    def option(self, name):
+        meta = self.config.metadata or {}
+        return meta.get(name, DEFAULTS[name])
+
+    def continuations(self) -> list[str]:
+        return read_continuations(self.option("continuations"), int(self.option("n_continuations")))
+
+    def length(self):
+        v = self.option("continuation_length")
+        return None if v in (None, "", "shortest") else int(v)
+
+    def _instance(self, doc, request_type, spec, kwargs):
+        from lm_eval.api.instance import Instance
+
+        return Instance(request_type=request_type, doc=doc, arguments=(json.dumps(spec, ensure_ascii=False), {}),
+                        idx=0, metadata=kwargs.get("metadata", (None, None, None)))
+
+
+class _ByName(dict):
+    """lm-eval's metric tables plus the per-layer entries (``alpha_l07``, ...), which are
+    known only once the model's depth is: lm-eval looks every metric up by name."""
+
+    def __init__(self, base, fn):
+        super().__init__(base)
+        self._fn = fn
+
+    def __missing__(self, key):
+        return self._fn(key)
+
+
+_summaries: dict = {}
+
+
+def _summary(items) -> dict:
+    """The pooled fits of one task's scenes, computed once for all of its metrics (lm-eval
+    hands every metric the same per-scene answers)."""
+    key = tuple(id(x) for x in items)
+    hit = _summaries.get(key)
+    if hit is None or any(a is not b for a, b in zip(hit[0], items)):
+        centres = items[0]["centres"]
+        if any(x["centres"] != centres for x in items):
+            raise DriftUsageError("scenes were measured with different windows; rerun them together")
+        iters = int(items[0].get("bootstrap_iters", DEFAULTS["bootstrap_iters"]))
+        _summaries.clear()
+        hit = _summaries[key] = (list(items), am.summarise([x["signal"] for x in items],
+                                                           [x["noise"] for x in items], centres, iters=iters))
+    return hit[1]
+
+
+def alpha_median(items):
+    """Headline: the median over layers of α_l (lower = the prompt is remembered longer)."""
+    return _summary(items)["alpha_median"]
+
+
+def alpha_median_se(items):
+    """Bootstrap-over-scenes standard error of ``alpha``."""
+    return _summary(items)["alpha_median_se"]
+
+
+def beta_median(items):
+    return _summary(items)["beta_median"]
+
+
+def beta_median_se(items):
+    return _summary(items)["beta_median_se"]
+
+
+def _layer_metric(name):
+    """``alpha_l07`` / ``beta_l07``: the fit of that layer's scene-pooled signal / noise."""
+    prefix, _, layer = name.rpartition("_l")
+    if prefix not in ("alpha", "beta") or not layer.isdigit():
+        raise KeyError(name)
+
+    def agg(items):
+        exponent, _, _ = am.power_law_fit(items[0]["centres"], am.pool([x["curve"] for x in items]))
+        return float(exponent)
+    return agg
+
+
+def process_alpha(doc, results):
+    """The headline metrics get the scene's whole answer (all layers' curves; the
+    aggregation pools the scenes and bootstraps over them); ``alpha_lNN`` / ``beta_lNN`` get
+    only that layer's signal / noise curve."""
+    res = dict(json.loads(results[0]), bootstrap_iters=doc.get("bootstrap_iters", DEFAULTS["bootstrap_iters"]))
+    n = int(res["layers"])
+    out = {name: res for name in ("alpha", "alpha_se", "beta", "beta_se")}
+    for prefix, curves in (("alpha", res["signal"]), ("beta", res["noise"])):
+        for layer in range(n):
+            out[am.layer_key(prefix, layer, n)] = {"curve": curves[layer], "centres": res["centres"]}
+    return out
+
+
+class AlphaTask(_OptionsTask):
+    """One ``prompt_offsets`` request per scene; α and β per layer from the pooled scenes."""
+
+    def construct_requests(self, doc, ctx, **kwargs):
+        spec = {"scene": doc["scene"], "axis": doc["axis"], "base": doc["base"], "variant": doc["variant"],
+                "continuations": self.continuations(), "length": self.length()}
+        return self._instance(doc, PROMPT_OFFSETS, spec, kwargs)
+
+    def aggregation(self):
+        return _ByName(super().aggregation(), _layer_metric)
+
+    def higher_is_better(self):
+        return _ByName(super().higher_is_better(), lambda name: False if name.startswith("alpha_l") else None)
+
+
+class PerplexityTask(_OptionsTask):
+    """One ``continuation_nll`` request per scene: the continuations after its base prompt."""
+
+    def construct_requests(self, doc, ctx, **kwargs):
+        spec = {"scene": doc["scene"], "prompt": doc["prompt"], "continuations": self.continuations(),
+                "length": self.length()}
+        return self._instance(doc, CONTINUATION_NLL, spec, kwargs)
+
+
+def process_perplexity(doc, results):
+    res = json.loads(results[0])
+    nll, n = sum(res["nll"]), res["tokens"] * len(res["nll"])
+    base = sum(res.get("nll_none", res["nll"]))
+    item = (nll, base, n)
+    return {"perplexity": item, "perplexity_none": item, "perplexity_change": item, "nll_per_token": nll / n}
+
+
+def perplexity(items):
+    return math.exp(sum(i[0] for i in items) / sum(i[2] for i in items))
+
+
+def perplexity_none(items):
+    return math.exp(sum(i[1] for i in items) / sum(i[2] for i in items))
+
+
+def perplexity_change(items):
+    """Relative change against no compensation (0 when the run has none)."""
+    return perplexity(items) / perplexity_none(items) - 1.0

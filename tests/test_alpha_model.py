@@ -1,0 +1,143 @@
+"""The teacher-forced α measurement and continuation perplexity on real (tiny) models."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import tiny_model
+from drift_eval import alpha, compensation as comp
+from drift_eval.errors import DriftUsageError
+from drift_eval.metrics import alpha as am
+
+
+class CharTokenizer:
+    """A byte-level tokenizer for the 128-token tiny models (no special tokens)."""
+
+    pad_token_id = 0
+    eos_token_id = 0
+
+    def __call__(self, text, add_special_tokens=True):
+        return {"input_ids": [1 + (ord(ch) % 127) for ch in text]}
+
+
+TOK = CharTokenizer()
+CONTS = [("the river ran past the mill and under the old stone bridge " * 4)[i:] for i in range(0, 20, 4)]
+SCENE = {"base": "A red boat left the harbour.", "detail": "A blue boat left the harbour.",
+         "translation": "Un bateau rouge a quitté le port."}
+
+
+def _reference(model, base, variant, cont_ids, windows, state=None):
+    """Signal and noise computed the slow way: every row alone, full hidden states kept."""
+    layers = alpha.decoder_layers(model)
+    t_pos = am.window_positions(windows)
+    T = len(cont_ids[0])
+
+    def run(prompt):
+        ids = alpha.prompt_ids(TOK, prompt)
+        outs = []
+        for c in cont_ids:
+            got = []
+            hs = [layer.register_forward_hook(lambda m, a, o: got.append((o[0] if isinstance(o, tuple) else o)[0]))
+                  for layer in layers]
+            if state is not None and state.config.active:
+                state.set_rows([len(ids)], [len(ids)], T)
+            with torch.no_grad():
+                model(input_ids=torch.tensor([ids + c]))
+            if state is not None:
+                state.clear_rows()
+            for h in hs:
+                h.remove()
+            outs.append(torch.stack(got)[:, -T:, :].double())  # (L, T, d)
+        return torch.stack(outs)  # (K, L, T, d)
+
+    hb, hv = run(base), run(variant)
+    var = hb.reshape(-1, *hb.shape[1:]).permute(1, 0, 2, 3).reshape(hb.shape[1], -1, hb.shape[-1]).var(1, unbiased=False)
+    delta = (hv - hb)[:, :, t_pos - 1, :] / var.sqrt()[None, :, None, :]
+    K = delta.shape[0]
+    mean = delta.mean(0)
+    pairs = sum((delta[i] * delta[j]).sum(-1) for i in range(K) for j in range(K) if i != j) / (K * (K - 1))
+    noise = ((delta - mean) ** 2).sum(0) / (K - 1)
+    d = delta.shape[-1]
+    return (am.window_means((pairs / d).numpy(), windows), am.window_means(noise.sum(-1).numpy() / d, windows))
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt_neox"])
+@pytest.mark.parametrize("batch_size", [1, 4])
+def test_streamed_offsets_match_the_slow_reference(family, batch_size):
+    model = tiny_model(family)
+    cont_ids, T = alpha.continuation_ids(TOK, CONTS, 71)
+    windows = am.octave_windows(T)
+    assert [w.centre for w in windows] == [15.5, 31.5, 63.5]
+    got = alpha.scene_offsets(model, TOK, SCENE["base"], {"detail": SCENE["detail"], "translation": SCENE["translation"]},
+                              cont_ids, windows, batch_size=batch_size)
+    for axis in ("detail", "translation"):
+        S, N = _reference(model, SCENE["base"], SCENE[axis], cont_ids, windows)
+        assert np.allclose(got[axis]["signal"], S, rtol=1e-4, atol=1e-9)
+        assert np.allclose(got[axis]["noise"], N, rtol=1e-4, atol=1e-9)
+        assert got[axis]["continuations"] == len(CONTS)
+
+
+def test_offsets_follow_the_active_compensation():
+    model = tiny_model("llama")
+    state = comp.install(model, comp.CompensationConfig("log", 1.0, "prompt"))
+    cont_ids, T = alpha.continuation_ids(TOK, CONTS, 71)
+    windows = am.octave_windows(T)
+    got = alpha.scene_offsets(model, TOK, SCENE["base"], {"detail": SCENE["detail"]}, cont_ids, windows, state, 3)
+    S, _ = _reference(model, SCENE["base"], SCENE["detail"], cont_ids, windows, state)
+    assert np.allclose(got["detail"]["signal"], S, rtol=1e-4)
+    state.config = comp.CompensationConfig("none")
+    plain = alpha.scene_offsets(model, TOK, SCENE["base"], {"detail": SCENE["detail"]}, cont_ids, windows, state, 3)
+    assert not np.allclose(plain["detail"]["signal"], got["detail"]["signal"], rtol=1e-3)
+
+
+def test_continuation_nll_matches_a_plain_forward():
+    model = tiny_model("qwen2")
+    cont_ids, T = alpha.continuation_ids(TOK, CONTS[:3], 40)
+    prompts = [SCENE["base"], SCENE["translation"]]
+    got = alpha.continuation_nll(model, TOK, prompts, cont_ids, batch_size=4)
+    for pi, p in enumerate(prompts):
+        for ci, c in enumerate(cont_ids):
+            ids = torch.tensor([alpha.prompt_ids(TOK, p) + c])
+            with torch.no_grad():
+                logits = model(input_ids=ids).logits[0]
+            ref = torch.nn.functional.cross_entropy(logits[-T - 1:-1], ids[0, -T:], reduction="sum")
+            assert got[pi][ci] == pytest.approx(float(ref), rel=1e-4)
+    # the bias toward the prompt changes the continuation's likelihood
+    state = comp.install(model, comp.CompensationConfig("const", 2.0, "prompt"))
+    biased = alpha.continuation_nll(model, TOK, prompts, cont_ids, state, 4)
+    assert biased[0][0] != pytest.approx(got[0][0], rel=1e-4)
+
+
+def test_measure_pools_scenes_and_fits_every_layer():
+    model = tiny_model("llama", layers=2)
+    scenes = [SCENE, {"base": "Two cats slept on a warm roof.", "detail": "Two dogs slept on a warm roof."}]
+    res = alpha.measure(model, TOK, scenes, CONTS, 71, batch_size=6, bootstrap_iters=50)
+    assert res["length"] == 71 and [w[2] for w in res["windows"]] == [15.5, 31.5, 63.5]
+    assert res["axes"]["detail"]["scenes"] == 2 and res["axes"]["translation"]["scenes"] == 1
+    assert len(res["axes"]["detail"]["alpha"]) == 2
+    json.dumps(res)  # JSON-ready
+
+
+def test_bad_inputs_are_refused_with_one_line():
+    with pytest.raises(DriftUsageError, match="only .* tokens"):
+        alpha.continuation_ids(TOK, ["short", "texts"], 71)
+    with pytest.raises(DriftUsageError, match="needs 3"):
+        alpha.measure(tiny_model("llama"), TOK, [SCENE], CONTS, 30)
+    with pytest.raises(DriftUsageError, match="at least two"):
+        alpha.read_continuations("bundled", 1)
+    with pytest.raises(DriftUsageError, match="neither"):
+        alpha.read_continuations("/no/such/file.jsonl", 4)
+
+
+def test_continuation_files(tmp_path):
+    j = tmp_path / "c.jsonl"
+    j.write_text('{"text": "one"}\n{"text": "two"}\n', encoding="utf-8")
+    assert alpha.read_continuations(str(j), 2) == ["one", "two"]
+    t = tmp_path / "c.txt"
+    t.write_text("first passage\nstill first\n---\nsecond passage\n", encoding="utf-8")
+    assert alpha.read_continuations(str(t), 2) == ["first passage\nstill first", "second passage"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('["no text field"]\n', encoding="utf-8")
+    with pytest.raises(DriftUsageError, match="'text' field"):
+        alpha.read_continuations(str(bad), 2)
