@@ -1,1 +1,2 @@
-"""Comparison reports (Jinja templates); arrives with the sweep and report commands."""
+"""Comparison reports of a results folder: ``render.py`` (context and Jinja rendering),
+``svg.py`` (inline plots), ``templates/`` (HTML and Markdown). Used by ``drift-eval report``."""

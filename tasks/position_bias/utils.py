@@ -28,9 +28,39 @@ class PositionBiasTask(YamlTask):
                         metadata=kwargs.get("metadata", (None, None, None)))
 
 
+PROFILES = (*ROLLOUTS, "gradient")
+
+
+class Profile(tuple):
+    """An influence profile as a metric value: a JSON array in lm-eval's results file, and a
+    short summary in lm-eval's printed table (which would print every position)."""
+
+    def __str__(self):
+        if not self:
+            return "profile (empty)"
+        peak = max(range(len(self)), key=self.__getitem__)
+        return f"profile of {len(self)}, peak {self[peak]:.3f} at {peak}"
+
+    def __format__(self, spec):
+        return str(self)
+
+
+def mean_profile(profiles):
+    """lm-eval aggregation of per-doc profiles: the position-wise mean (a ``Profile``)."""
+    import numpy as np
+
+    profiles = [list(p) for p in profiles]
+    if not profiles:
+        return Profile()
+    if len({len(p) for p in profiles}) != 1:
+        raise DriftUsageError("position_bias docs gave profiles of different lengths; use one --metadata length")
+    return Profile(float(v) for v in np.mean(np.asarray(profiles, dtype=float), axis=0))
+
+
 def process_results(doc, results):
     res = json.loads(results[0])
-    out = {}
+    out = {f"profile_{name}": res["profiles"][name] for name in ROLLOUTS}
+    out["profile_gradient"] = res["gradient"]
     for name in ROLLOUTS:
         c = res["comparison"][name]
         out[f"wasserstein_{name}"] = c["with_position_0"]["wasserstein"]

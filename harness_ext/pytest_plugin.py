@@ -1,0 +1,105 @@
+"""pytest plugin (entry point ``pytest11``): release gates written as ordinary tests.
+
+    pytest gates/ --drift-results OUT_DIR
+
+gives the session fixture ``drift_results`` (a ``DriftResults``) over the results folder
+(one loader with ``drift-eval report`` and ``drift-eval gate``)::
+
+    def test_french_holds_without_compensation(drift_results):
+        drift_results.expect("drift_french_single", "fully_french", setting="none", on="lower", min=0.8)
+
+    def test_log_compensation_helps(drift_results):
+        d = drift_results.compare("drift_french_single", "fully_french", "log:0.25")
+        assert d.difference >= 0, d
+
+A test that uses the fixture fails (one line) when ``--drift-results`` is missing or the
+folder is unusable. Importing this module costs nothing: the loader is imported on use.
+"""
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("drift-eval", "release gates on lm-eval-drift results")
+    group.addoption("--drift-results", metavar="OUT_DIR", default=None,
+                    help="results folder (drift-eval sweep --output, or lm_eval --output_path) for the "
+                         "drift_results fixture")
+
+
+def pytest_report_header(config):
+    path = config.getoption("--drift-results", default=None)
+    return f"drift-eval results: {path}" if path else None
+
+
+def _usage_errors_fail(fn):
+    """A missing task, metric or setting fails the test with the loader's one-line message
+    (``DriftUsageError`` is a ``SystemExit``, which a test must not raise)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from .errors import DriftUsageError
+
+        __tracebackhide__ = True
+
+        try:
+            return fn(*args, **kwargs)
+        except DriftUsageError as exc:
+            pytest.fail(exc.message, pytrace=False)
+
+    return wrapper
+
+
+class DriftResults:
+    """Per-setting metrics of a results folder, with intervals and paired comparisons."""
+
+    def __init__(self, output):
+        self.output = output
+
+    @property
+    def settings(self) -> list:
+        return self.output.labels
+
+    @_usage_errors_fail
+    def metric(self, task: str, metric: str, setting: str = "none"):
+        """A ``Metric``: ``value``, ``stderr``, ``lower``/``upper`` (95% interval), ``n``,
+        ``per_sample``; its repr reads as one line."""
+        return self.output.metric(task, metric, setting)
+
+    @_usage_errors_fail
+    def value(self, task: str, metric: str, setting: str = "none"):
+        return self.metric(task, metric, setting).value
+
+    @_usage_errors_fail
+    def compare(self, task: str, metric: str, setting: str, baseline: str = "none"):
+        """Paired ``setting − baseline`` (``difference``, ``lower``, ``upper``, ``p_value``,
+        ``test``, ``verdict``), or None without logged samples."""
+        return self.output.compare(task, metric, setting, baseline)
+
+    @_usage_errors_fail
+    def expect(self, task: str, metric: str, setting: str = "none", *, min=None, max=None, on: str = "value"):
+        """Assert ``min <= metric <= max`` on its value or an interval bound (``on``:
+        value, lower, upper), with the same wording as ``drift-eval gate``."""
+        from .gate import check
+
+        __tracebackhide__ = True
+        outcome = check(self.output, task, metric, setting, min, max, on)
+        if not outcome.passed:
+            raise AssertionError(outcome.message)
+        return outcome
+
+
+@pytest.fixture(scope="session")
+def drift_results(request) -> DriftResults:
+    from .errors import DriftUsageError
+    from .results import load_output
+
+    path = request.config.getoption("--drift-results")
+    if not path:
+        pytest.fail("the drift_results fixture needs --drift-results OUT_DIR (a drift-eval sweep output folder)",
+                    pytrace=False)
+    try:
+        return DriftResults(load_output(path))
+    except DriftUsageError as exc:
+        pytest.fail(f"--drift-results: {exc.message}", pytrace=False)

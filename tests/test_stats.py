@@ -1,0 +1,80 @@
+"""Known answers for the comparison statistics (drift_eval.metrics.stats)."""
+import math
+
+import numpy as np
+import pytest
+
+from drift_eval.metrics import stats
+
+
+def test_wilson_interval_known_values():
+    # 8 of 10 at 95%: the textbook Wilson interval is [0.4902, 0.9433]
+    lo, hi = stats.wilson_interval(8, 10)
+    assert lo == pytest.approx(0.4902, abs=1e-4) and hi == pytest.approx(0.9433, abs=1e-4)
+    # 0 of 5: lower bound 0, upper z²/(n+z²) = 3.8415/8.8415
+    lo, hi = stats.wilson_interval(0, 5)
+    assert lo == pytest.approx(0.0, abs=1e-12) and hi == pytest.approx(3.841459 / 8.841459, abs=1e-5)
+    assert all(math.isnan(v) for v in stats.wilson_interval(0, 0))
+
+
+def test_mean_interval_picks_wilson_for_binary_and_bootstrap_otherwise():
+    assert stats.mean_interval([1, 1, 1, 1, 0, 1, 1, 1, 0, 1]) == stats.wilson_interval(8, 10)
+    assert stats.mean_interval([0.3, 0.3, 0.3]) == (0.3, 0.3)  # constant: zero width
+    lo, hi = stats.mean_interval(np.linspace(0, 1, 41))
+    assert lo < 0.5 < hi and hi - lo < 0.4
+    assert stats.mean_interval([0.2, 0.4]) == stats.mean_interval([0.2, 0.4])  # seeded
+    assert all(math.isnan(v) for v in stats.mean_interval([0.5]))
+    assert all(math.isnan(v) for v in stats.mean_interval([1.0]))  # one 0/1 value: no Wilson interval
+
+
+def test_exact_mcnemar_known_values():
+    # b = 1, c = 9: two-sided binomial p = 2 * (1 + 10) / 2**10
+    assert stats.mcnemar_exact(1, 9) == pytest.approx(22 / 1024)
+    assert stats.mcnemar_exact(0, 0) == 1.0
+    assert stats.mcnemar_exact(3, 3) == pytest.approx(1.0)
+
+
+def test_paired_difference_binary_uses_mcnemar_on_discordant_pairs():
+    base = [0] * 10 + [1] * 10
+    sett = [1] * 10 + [1] * 10  # ten 0 -> 1 flips, none back
+    r = stats.paired_difference(sett, base)
+    assert r.difference == pytest.approx(0.5)
+    assert r.test == "exact McNemar" and r.p_value == pytest.approx(2 / 1024)
+    assert r.verdict == "significant" and r.n == 20
+    assert r.lower <= 0.5 <= r.upper
+    small = stats.paired_difference([1, 1, 0], [0, 1, 0])  # one flip: p = 1
+    assert small.p_value == pytest.approx(1.0) and small.verdict == "trend"
+    same = stats.paired_difference([1, 0], [1, 0])
+    assert same.verdict == "no difference" and same.difference == 0
+
+
+def test_paired_difference_continuous_uses_exact_sign_flip_permutation():
+    # differences 1, 2, 3: of the 8 sign patterns only all + and all - reach |mean| >= 2
+    r = stats.paired_difference([1.5, 2.5, 3.5], [0.5, 0.5, 0.5])
+    assert r.test == "paired permutation"
+    assert r.difference == pytest.approx(2.0)
+    assert r.p_value == pytest.approx(2 / 8)
+    assert r.verdict == "trend"
+    big = stats.paired_difference(np.arange(12) + 1.0, np.zeros(12))
+    assert big.p_value == pytest.approx(2 / 4096) and big.verdict == "significant"
+
+
+def test_paired_difference_rejects_unpaired_input():
+    with pytest.raises(ValueError):
+        stats.paired_difference([1, 0], [1])
+
+
+def test_relative_cost_and_normal_interval():
+    assert stats.relative_cost(11.0, 10.0) == pytest.approx(0.1)
+    assert math.isnan(stats.relative_cost(1.0, 0.0))
+    lo, hi = stats.normal_interval(0.5, 0.1)
+    assert lo == pytest.approx(0.5 - 0.196, abs=1e-3) and hi == pytest.approx(0.5 + 0.196, abs=1e-3)
+
+
+def test_stats_import_without_torch_or_lm_eval():
+    import subprocess
+    import sys
+
+    code = ("import sys; import drift_eval.metrics.stats as s; s.paired_difference([1,0],[0,0]); "
+            "bad = [m for m in ('torch', 'lm_eval') if m in sys.modules]; assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
