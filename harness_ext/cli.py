@@ -6,6 +6,11 @@
     drift-eval model-path    print the safetensors folder of the bundled demo model
                              (converted from its GGUF file on first use)
     drift-eval position-bias predicted (rollout) vs gradient influence profiles of a model
+    drift-eval sweep         lm-eval tasks under several compensation settings, model loaded once
+    drift-eval report        comparison report (HTML / Markdown) of a results folder
+    drift-eval gate          release rules on a results folder (exit 0 pass, 1 fail, 2 unusable)
+    drift-eval alpha         hidden-state prompt-forgetting exponents per layer
+    drift-eval accessibility cramming capacity: n50 against soft-prompt size m, and the bound
 """
 from __future__ import annotations
 
@@ -25,10 +30,9 @@ def _demo(args) -> int:
     settings = [s.strip() for s in args.settings.split(",") if s.strip()]
     status = 0
     for setting in settings:
-        mode, _, strength = setting.partition(":")
         from .compensation import CompensationConfig
 
-        cfg = CompensationConfig.parse(mode, strength or 1.0)
+        cfg = CompensationConfig.from_label(setting)
         model_args = f"pretrained={model_dir},compensation={cfg.mode},strength={cfg.strength:g}"
         cmd = [
             sys.executable, "-m", "lm_eval", "--model", "hf-drift", "--model_args", model_args,
@@ -51,33 +55,50 @@ def _model_path(args) -> int:
     return 0
 
 
+def _model_dir(args) -> str:
+    """``--model`` (with ``--gguf-file``), or the bundled SmolLM2-135M-Instruct."""
+    from .local_models import cached_from_gguf, smollm2_dir
+
+    if args.model is None:
+        return smollm2_dir()
+    if args.gguf_file:
+        return cached_from_gguf(args.model, args.gguf_file)
+    return args.model
+
+
+def _load_model(args, random_init: bool = False):
+    """(model, tokenizer) in float32 for the measuring commands; ``random_init`` builds the
+    untrained twin (same config, freshly initialised weights, seed 0)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    if getattr(args, "threads", 0):
+        torch.set_num_threads(args.threads)
+    model_dir = _model_dir(args)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    if random_init:
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir), dtype=torch.float32)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    return model.eval(), tok
+
+
+def _read_text(path: str, what: str) -> str:
+    if not os.path.isfile(path):
+        raise DriftUsageError(f"{what} not found: {path}")
+    with open(path, encoding="utf-8") as fh:
+        return fh.read().strip()
+
+
 def _position_bias(args) -> int:
     import json
 
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from .calibration import calibration_text
-    from .local_models import cached_from_gguf, smollm2_dir
     from .position_bias import fixed_length_sequences, profiles
 
-    if args.model is None:
-        model_dir = smollm2_dir()
-    elif args.gguf_file:
-        model_dir = cached_from_gguf(args.model, args.gguf_file)
-    else:
-        model_dir = args.model
-    if args.text:
-        if not os.path.isfile(args.text):
-            raise DriftUsageError(f"text file not found: {args.text}")
-        with open(args.text, encoding="utf-8") as fh:
-            text = fh.read()
-    else:
-        text = calibration_text()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    text = _read_text(args.text, "text file") if args.text else calibration_text()
+    model, tok = _load_model(args)
     ids = fixed_length_sequences(tok, text, args.length, args.sequences)
     print(f"measuring {args.sequences} sequences of {args.length} tokens...", file=sys.stderr, flush=True)
     res = profiles(model, ids)
@@ -89,6 +110,124 @@ def _position_bias(args) -> int:
         a, b = c["with_position_0"], c["without_position_0"]
         print(f"{name:15s}  {a['wasserstein']:.4f}   {a['spearman']:+.3f}     {b['wasserstein']:.4f}             {b['spearman']:+.3f}")
     print("mixing coefficients per layer:", " ".join(f"{x:.3f}" for x in res["lambdas"]))
+    return 0
+
+
+def _alpha(args) -> int:
+    import json
+
+    from . import alpha, compensation as comp
+    from .metrics.alpha import length_for
+
+    cfg = comp.CompensationConfig.from_label(args.compensation, span="prompt")
+    if (args.prompt_a is None) != (args.prompt_b is None):
+        raise DriftUsageError("give both --prompt-a and --prompt-b, or neither (then the bundled scenes are used)")
+    if args.prompt_a:
+        scenes = [{"base": _read_text(args.prompt_a, "--prompt-a file"),
+                   args.axis: _read_text(args.prompt_b, "--prompt-b file")}]
+    else:
+        from .tasks.drift_alpha.utils import read_scenes
+
+        all_scenes = read_scenes()
+        if not 1 <= args.scenes <= len(all_scenes):
+            raise DriftUsageError(f"--scenes must be between 1 and {len(all_scenes)}")
+        axes = [a.strip() for a in args.axes.split(",") if a.strip()]
+        bad = [a for a in axes if a not in alpha.AXES]
+        if bad or not axes:
+            raise DriftUsageError(f"--axes takes names from {', '.join(alpha.AXES)}")
+        scenes = [{"base": s["base"], **{a: s[a] for a in axes}} for s in all_scenes[:args.scenes]]
+    continuations = alpha.read_continuations(args.continuations, args.n_continuations)
+    model, tok = _load_model(args, random_init=args.random_init)
+    state = comp.install(model, cfg)
+    if cfg.mode == "head":
+        from .calibration import head_gammas
+
+        state.head_gammas = head_gammas(model, tok)
+    length = args.length or length_for(args.octaves)
+    print(f"teacher-forcing {len(scenes)} prompt pair(s) x {len(continuations)} continuations x {length} tokens "
+          f"({cfg.label()}{', random init' if args.random_init else ''})...", file=sys.stderr, flush=True)
+    res = alpha.measure(model, tok, scenes, continuations, length, state, args.batch_size,
+                        max_octaves=args.octaves, bootstrap_iters=args.bootstrap_iters)
+    res["random_init"] = bool(args.random_init)
+    if args.json:
+        print(json.dumps(res, indent=2))
+        return 0
+    print(f"windows centred at t = {', '.join(f'{w[2]:g}' for w in res['windows'])}; compensation {res['compensation']}")
+    for axis, r in res["axes"].items():
+        print(f"\naxis {axis} ({r['scenes']} pair(s)): alpha = {r['alpha_median']:.3f} "
+              f"(median over layers; bootstrap se {r['alpha_median_se']:.3f}), beta = {r['beta_median']:.3f}")
+        print("layer   alpha   ±fit-se   beta    ±fit-se")
+        for i, (a, ase, b, bse) in enumerate(zip(r["alpha"], r["alpha_fit_se"], r["beta"], r["beta_fit_se"])):
+            f = lambda v: "   nan" if v is None else f"{v:6.3f}"
+            print(f"{i:5d}  {f(a)}   {f(ase)}   {f(b)}   {f(bse)}")
+    return 0
+
+
+def _sweep(args) -> int:
+    from .sweep import run_sweep
+
+    run_sweep(args.output, args.settings, args.tasks, model_args=args.model_args, limit=args.limit,
+              gen_kwargs=args.gen_kwargs, batch_size=args.batch_size, device=args.device, span=args.span,
+              apply_chat_template=not args.no_chat_template, metadata=args.metadata, use_cache=not args.no_cache,
+              log=lambda line: print(line, flush=True))
+    return 0
+
+
+def _report(args) -> int:
+    from .reports.render import write_report
+
+    out = args.output or os.path.join(args.results, "report.html")
+    print(write_report(args.results, out, fmt=args.format, allow_partial=args.partial))
+    return 0
+
+
+def _gate(args) -> int:
+    from .gate import run_gate
+
+    return run_gate(args.results, args.policy, junit_xml=args.junit_xml)
+
+
+def _accessibility(args) -> int:
+    import json
+
+    from .cramming import Settings, run
+
+    settings = Settings.from_options(ms=args.ms, lengths=args.lengths, strings=args.strings,
+                                     max_steps=args.max_steps, patience=args.patience, seed=args.seed,
+                                     targets=args.targets, eps_ratio=args.eps_ratio, eps=args.eps,
+                                     radius_sequences=args.radius_sequences, radius_length=args.radius_length,
+                                     anchor=args.anchor)
+    text = _read_text(args.text, "text file") if args.text else None
+    if text is not None and settings.targets != "text":
+        raise DriftUsageError("--text needs --targets text")
+    model, tok = _load_model(args)
+    print(f"cramming {settings.strings} strings of {settings.lengths} tokens with m = {settings.ms} "
+          f"(at most {settings.max_steps} steps)...", file=sys.stderr, flush=True)
+
+    def progress(res):
+        print(f"  m={res.m} n={res.length}: {sum(res.success)}/{len(res.success)} reconstructed, "
+              f"steps {min(res.steps)}-{max(res.steps)}", file=sys.stderr, flush=True)
+
+    res = run(model, tok, settings, text=text, progress=progress)
+    if args.json:
+        print(json.dumps(res, indent=2))
+        return 0
+    lengths = [str(n) for n in settings.lengths]
+    print("accessibility (share of strings reconstructed exactly)")
+    print("m \\ n  " + "".join(f"{n:>7s}" for n in lengths) + "      n50")
+    for m, by_n in res["accessibility"].items():
+        fit = res["n50"][m]
+        n50 = f"{fit['n50']:8.2f}" if fit["n50"] is not None else f"  {fit['status'].replace('_', ' ')}"
+        print(f"{m:>6s}  " + "".join(f"{by_n[n]:7.3f}" for n in lengths) + " " + n50)
+    line, b = res["line"], res["bound"]
+    if line["slope"] is not None:
+        print(f"n50 = {line['slope']:.3f} * m + {line['intercept']:.3f}  (R2 {line['r2']:.4f}, {line['points']} points)")
+    else:
+        print("n50 against m: needs two m whose accessibility crosses 50% over the lengths tried")
+    print(f"bound C = d ln(1 + 2r/eps) / ln|V| = {b['C']:.2f}  (d {b['d']}, |V| {b['vocab']}, "
+          f"r {b['r']:.4g}, {b['eps_rule']})")
+    if res["slope_ratio"] is not None:
+        print(f"theory / empirical slope = {res['slope_ratio']:.2f}")
     return 0
 
 
@@ -114,6 +253,75 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
     pb.add_argument("--json", action="store_true", help="print profiles and comparisons as JSON")
     pb.set_defaults(func=_position_bias)
+    ac = sub.add_parser("accessibility", help="cramming capacity: n50 against soft-prompt size m, and the bound")
+    ac.add_argument("--model", help="model folder (default: the bundled SmolLM2-135M-Instruct)")
+    ac.add_argument("--gguf-file", help="GGUF file inside --model")
+    ac.add_argument("--ms", default="1,2,4", help="soft-vector counts m, comma-separated (default 1,2,4)")
+    ac.add_argument("--lengths", default="2,4,8,16", help="target lengths n in tokens, comma-separated (default 2,4,8,16)")
+    ac.add_argument("--strings", type=int, default=4, help="target strings per length (default 4)")
+    ac.add_argument("--max-steps", type=int, default=100, help="optimiser step cap per batch (default 100)")
+    ac.add_argument("--patience", type=int, default=30, help="steps without improvement before a row stops (default 30)")
+    ac.add_argument("--seed", type=int, default=0)
+    ac.add_argument("--targets", default="text", help="text (passages of --text or the shipped prose) or random tokens")
+    ac.add_argument("--text", help="UTF-8 text for --targets text (default: the shipped prose)")
+    ac.add_argument("--eps-ratio", type=float, default=2048.0, help="precision eps = r / this (default 2048)")
+    ac.add_argument("--eps", type=float, help="absolute precision eps instead of r / --eps-ratio")
+    ac.add_argument("--radius-sequences", type=int, default=8, help="random-token sequences measuring r (default 8)")
+    ac.add_argument("--radius-length", type=int, default=64, help="their length in tokens (default 64)")
+    ac.add_argument("--anchor", default="bos", help="bos: the tokenizer's BOS (else EOS) token before the "
+                    "soft vectors; none: the vectors come first (default bos)")
+    ac.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    ac.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    ac.set_defaults(func=_accessibility)
+    sw = sub.add_parser("sweep", help="run lm-eval tasks under several compensation settings (model loaded once)")
+    sw.add_argument("--output", required=True, help="output folder: one subfolder of lm-eval results per setting")
+    sw.add_argument("--settings", default="none,log:0.1,log:0.25,const:0.25",
+                    help="comma-separated settings MODE[:STRENGTH] (default: none,log:0.1,log:0.25,const:0.25)")
+    sw.add_argument("--tasks", default="drift_french", help="lm-eval tasks or groups, comma-separated (default drift_french)")
+    sw.add_argument("--model-args", default="", help="hf-drift model_args without compensation, e.g. "
+                    "pretrained=DIR,dtype=float32 (default: the bundled SmolLM2-135M-Instruct)")
+    sw.add_argument("--span", default="system", help="compensation span for every setting: system or prompt")
+    sw.add_argument("--limit", type=float, default=None, help="lm-eval --limit: samples per task")
+    sw.add_argument("--gen-kwargs", default="", help="lm-eval --gen_kwargs, e.g. max_gen_toks=256")
+    sw.add_argument("--batch-size", type=int, default=8, help="lm-eval batch size (default 8)")
+    sw.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    sw.add_argument("--metadata", default="", help="lm-eval --metadata JSON, e.g. '{\"num_conversations\": 4}'")
+    sw.add_argument("--no-chat-template", action="store_true", help="do not pass --apply_chat_template (base models)")
+    sw.add_argument("--no-cache", action="store_true", help="do not cache answers (an interrupted setting restarts)")
+    sw.set_defaults(func=_sweep)
+    rp = sub.add_parser("report", help="render the comparison of a results folder as HTML or Markdown")
+    rp.add_argument("results", help="results folder (drift-eval sweep --output, or lm_eval --output_path)")
+    rp.add_argument("-o", "--output", help="report file, .html or .md (default RESULTS/report.html)")
+    rp.add_argument("--format", choices=("html", "md"), help="override the format implied by the file name")
+    rp.add_argument("--partial", action="store_true", help="render an unfinished sweep with the settings it has")
+    rp.set_defaults(func=_report)
+    gt = sub.add_parser("gate", help="check release rules on a results folder: exit 0 pass, 1 fail, 2 unusable input")
+    gt.add_argument("results", help="results folder (drift-eval sweep --output, or lm_eval --output_path)")
+    gt.add_argument("--policy", required=True, help="YAML policy: rules of task, metric, setting, on, min/max")
+    gt.add_argument("--junit-xml", help="also write the outcome as JUnit XML to this file")
+    gt.set_defaults(func=_gate)
+    al = sub.add_parser("alpha", help="hidden-state prompt-forgetting exponents (alpha, beta) per layer")
+    al.add_argument("--model", help="model folder (default: the bundled SmolLM2-135M-Instruct)")
+    al.add_argument("--gguf-file", help="GGUF file inside --model")
+    al.add_argument("--random-init", action="store_true", help="measure the untrained twin (same config, seed 0)")
+    al.add_argument("--prompt-a", help="file with the base prompt x (with --prompt-b; default: the bundled scenes)")
+    al.add_argument("--prompt-b", help="file with the variant prompt x'")
+    al.add_argument("--axis", default="detail", help="label for the --prompt-a/--prompt-b pair (default detail)")
+    al.add_argument("--scenes", type=int, default=20, help="bundled scenes to use (default 20)")
+    al.add_argument("--axes", default="detail,paraphrase,genre,translation",
+                    help="bundled variant axes (default: all four)")
+    al.add_argument("--continuations", default="bundled",
+                    help="bundled, wikitext (needs the network) or a .jsonl/.txt file (default bundled)")
+    al.add_argument("--n-continuations", type=int, default=16, help="continuations to use (default 16)")
+    al.add_argument("--octaves", type=int, default=7, help="octave windows to fit (default 7: t up to 1024)")
+    al.add_argument("--length", type=int, default=0,
+                    help="continuation tokens (default: what --octaves needs, 1031 for 7)")
+    al.add_argument("--compensation", default="none", help="none, log:S, const:S or head:S (default none)")
+    al.add_argument("--batch-size", type=int, default=8)
+    al.add_argument("--bootstrap-iters", type=int, default=1000, help="bootstrap resamples over scenes (default 1000)")
+    al.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    al.add_argument("--json", action="store_true", help="print everything (curves included) as JSON")
+    al.set_defaults(func=_alpha)
     return p
 
 

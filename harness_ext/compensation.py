@@ -55,6 +55,12 @@ class CompensationConfig:
             raise DriftUsageError(f"unknown span '{span}': use one of {', '.join(SPANS)}")
         return cls(mode, strength, span)
 
+    @classmethod
+    def from_label(cls, label: str, span="system") -> "CompensationConfig":
+        """``none``, ``log``, ``log:0.25``, ``const:0.5``...: the form ``label()`` writes."""
+        mode, _, strength = str(label).strip().partition(":")
+        return cls.parse(mode, strength if strength.strip() else 1.0, span)
+
     @property
     def active(self) -> bool:
         return self.mode != "none" and self.strength > 0

@@ -129,9 +129,29 @@ class HFDriftLM(HFLM):
         finally:
             bar.close()
 
+    # ------------------------------------------------------------------ prompt forgetting
+    def prompt_offsets(self, requests, disable_tqdm: bool = False):
+        """Serve teacher-forced prompt-pair requests for α (see ``alpha.py``)."""
+        from .alpha import serve_offsets
+
+        return serve_offsets(self, requests)
+
+    def continuation_nll(self, requests, disable_tqdm: bool = False):
+        """Serve continuation-perplexity requests for drift_ppl (see ``alpha.py``)."""
+        from .alpha import serve_nll
+
+        return serve_nll(self, requests)
+
     # ------------------------------------------------------------------ positional bias
     def position_profile(self, requests, disable_tqdm: bool = False):
         """Serve positional-bias requests (see ``position_bias.py``)."""
         from .position_bias import serve
+
+        return serve(self, requests)
+
+    # ------------------------------------------------------------------ output accessibility
+    def accessibility(self, requests, disable_tqdm: bool = False):
+        """Serve cramming (output accessibility) requests (see ``cramming.py``)."""
+        from .cramming import serve
 
         return serve(self, requests)

@@ -3,8 +3,14 @@ needs from the model (for the one-line error other models give)."""
 
 CONVERSATION = "generate_conversation"
 POSITION_PROFILE = "position_profile"
+PROMPT_OFFSETS = "prompt_offsets"
+CONTINUATION_NLL = "continuation_nll"
+ACCESSIBILITY = "accessibility"
 
 NEEDS = {
     CONVERSATION: "feeds the model's replies back as conversation history",
     POSITION_PROFILE: "reads attention weights and gradients inside the model",
+    PROMPT_OFFSETS: "reads hidden states of teacher-forced prompt pairs",
+    CONTINUATION_NLL: "scores continuations under the compensation bias toward the prompt",
+    ACCESSIBILITY: "optimises soft-prompt input vectors against the frozen model",
 }

@@ -39,3 +39,29 @@ def smollm2_dir():
     from drift_eval.local_models import smollm2_dir as build
 
     return build()
+
+
+# Options of the one real sweep the sweep, report and gate tests share (bundled SmolLM2,
+# 2 settings x (2 forced-length answers + 2 fixed-history conversations + 1 position-bias
+# measurement), 16 tokens per answer).
+REAL_SWEEP_ARGS = ["--settings", "none,log:1",
+                   "--tasks", "drift_french_single,drift_french_multiturn_fixed,position_bias",
+                   "--limit", "2", "--gen-kwargs", "max_gen_toks=16", "--batch-size", "2",
+                   "--metadata", '{"length": 8, "sequences": 1}']
+
+
+@pytest.fixture(scope="session")
+def real_sweep(smollm2_dir, tmp_path_factory):
+    """Output folder of a real ``drift-eval sweep`` run (the console command), made once per
+    session; tests that change it must work on a copy."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("real_sweep") / "out"
+    exe = os.path.join(os.path.dirname(sys.executable), "drift-eval")
+    cmd = [exe if os.path.isfile(exe) else "drift-eval", "sweep", "--output", str(out),
+           "--model-args", f"pretrained={smollm2_dir}", *REAL_SWEEP_ARGS]
+    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return {"dir": out, "stdout": r.stdout, "stderr": r.stderr, "model": smollm2_dir}

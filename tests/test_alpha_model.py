@@ -141,3 +141,15 @@ def test_continuation_files(tmp_path):
     bad.write_text('["no text field"]\n', encoding="utf-8")
     with pytest.raises(DriftUsageError, match="'text' field"):
         alpha.read_continuations(str(bad), 2)
+
+
+def test_wikitext_continuations_without_network_say_what_to_do():
+    import os
+    import subprocess
+    import sys
+
+    code = ("from drift_eval.alpha import read_continuations\n"
+            "try:\n    read_continuations('wikitext', 4)\nexcept SystemExit as e:\n    print(e)\n")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300).stdout
+    assert "continuations=wikitext needs the Hugging Face hub" in out and "use the bundled continuations" in out

@@ -122,10 +122,11 @@ def test_task_listing_and_validation():
     assert r.returncode == 0
     for name in ("drift_french_single ", "drift_french_single_fr", "drift_french_multiturn ",
                  "drift_french_multiturn_reinject", "drift_french_multiturn_fixed", "drift_french ",
-                 "position_bias "):
+                 "position_bias ", "drift_alpha ", "drift_alpha_detail", "drift_alpha_paraphrase",
+                 "drift_alpha_genre", "drift_alpha_translation", "drift_ppl", "accessibility "):
         assert name in r.stdout, name
     r = _run(["validate", "--tasks", "drift_french,drift_french_single_fr,drift_french_multiturn_reinject,"
-              "drift_french_multiturn_fixed,position_bias"])
+              "drift_french_multiturn_fixed,position_bias,drift_alpha,drift_ppl,accessibility"])
     assert r.returncode == 0, r.stdout + r.stderr
 
 
