@@ -229,12 +229,15 @@ class Output:
         return None
 
     def compare(self, task: str, name: str, setting: str, baseline: str = "none"):
-        """Paired difference ``setting − baseline`` on the samples both logged (None when
-        samples are missing or share no doc)."""
+        """Paired difference ``setting − baseline`` on the samples both logged; for fitted
+        metrics without per-sample values (drift_alpha's α), a z test on their standard
+        errors; None when neither is possible."""
         from drift_eval.metrics import stats
 
         a, b = self.metric(task, name, setting), self.metric(task, name, baseline)
         if not a.per_sample or not b.per_sample:
+            if all(isinstance(v, float) and math.isfinite(v) for v in (a.value, a.stderr, b.value, b.stderr)):
+                return stats.difference_from_errors(a.value, a.stderr, b.value, b.stderr, a.n or 0)
             return None
         docs = sorted(set(a.per_sample) & set(b.per_sample))
         if not docs:

@@ -136,6 +136,25 @@ def paired_difference(setting, baseline, confidence: float = CONFIDENCE, n_resam
     return PairedDifference(diff, lo, hi, p, test, int(d.size), verdict(p, zero, alpha))
 
 
+def difference_from_errors(value: float, stderr: float, base_value: float, base_stderr: float, n: int = 0,
+                           confidence: float = CONFIDENCE, alpha: float = ALPHA) -> PairedDifference:
+    """``value − base_value`` for fitted metrics that have a standard error but no
+    per-sample values (e.g. α with its bootstrap error): a two-sided z test with
+    ``sqrt(se² + se_base²)``. Treating the two errors as independent is conservative when
+    both runs share their inputs (positively correlated estimates)."""
+    from scipy.stats import norm
+
+    diff = float(value) - float(base_value)
+    se = math.sqrt(float(stderr) ** 2 + float(base_stderr) ** 2)
+    z = float(norm.ppf(0.5 + confidence / 2))
+    if se == 0:
+        p = 1.0 if diff == 0 else 0.0
+    else:
+        p = float(2 * norm.sf(abs(diff) / se))
+    return PairedDifference(diff, diff - z * se, diff + z * se, p, "z test (independent errors)", int(n),
+                            verdict(p, diff == 0, alpha))
+
+
 def relative_cost(value: float, baseline: float) -> float:
     """``value / baseline − 1``: e.g. the perplexity cost of a setting against ``none``."""
     if baseline == 0 or not math.isfinite(baseline):

@@ -78,3 +78,14 @@ def test_stats_import_without_torch_or_lm_eval():
     code = ("import sys; import drift_eval.metrics.stats as s; s.paired_difference([1,0],[0,0]); "
             "bad = [m for m in ('torch', 'lm_eval') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_difference_from_standard_errors_known_answer():
+    # diff 0.3, se sqrt(0.1^2 + 0.1^2) = 0.1414, z = 2.121, two-sided p = 0.0339
+    d = stats.difference_from_errors(0.7, 0.1, 0.4, 0.1, n=20)
+    assert d.difference == pytest.approx(0.3)
+    assert d.p_value == pytest.approx(0.0339, abs=1e-4)
+    assert d.lower == pytest.approx(0.3 - 1.959964 * 0.141421, abs=1e-5)
+    assert d.verdict == "significant" and d.n == 20
+    assert stats.difference_from_errors(0.45, 0.1, 0.4, 0.1).verdict == "trend"
+    assert stats.difference_from_errors(0.4, 0.0, 0.4, 0.0).verdict == "no difference"
