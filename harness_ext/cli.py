@@ -146,8 +146,12 @@ def _alpha(args) -> int:
     length = args.length or length_for(args.octaves)
     print(f"teacher-forcing {len(scenes)} prompt pair(s) x {len(continuations)} continuations x {length} tokens "
           f"({cfg.label()}{', random init' if args.random_init else ''})...", file=sys.stderr, flush=True)
-    res = alpha.measure(model, tok, scenes, continuations, length, state, args.batch_size,
-                        max_octaves=args.octaves, bootstrap_iters=args.bootstrap_iters)
+    from tqdm import tqdm
+
+    rows = sum(len(continuations) * len(s) for s in scenes)  # base + variants, per continuation
+    with tqdm(total=rows, desc="rows", unit="row", file=sys.stderr) as bar:
+        res = alpha.measure(model, tok, scenes, continuations, length, state, args.batch_size,
+                            max_octaves=args.octaves, bootstrap_iters=args.bootstrap_iters, progress=bar.update)
     res["random_init"] = bool(args.random_init)
     if args.json:
         print(json.dumps(res, indent=2))
