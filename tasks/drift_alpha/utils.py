@@ -66,7 +66,11 @@ class _OptionsTask(YamlTask):
         return meta.get(name, DEFAULTS[name])
 
     def continuations(self) -> list[str]:
-        return read_continuations(self.option("continuations"), int(self.option("n_continuations")))
+        """The shared continuations, read once per task (every doc's request carries them)."""
+        key = (self.option("continuations"), int(self.option("n_continuations")))
+        if getattr(self, "_continuations", (None,))[0] != key:
+            self._continuations = (key, read_continuations(*key))
+        return self._continuations[1]
 
     def length(self):
         v = self.option("continuation_length")
