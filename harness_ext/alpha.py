@@ -177,6 +177,14 @@ def _padded(rows: list[list[int]], pad_id: int, device):
     return ids.to(device), mask.to(device), pos.to(device)
 
 
+def _takes_logits_to_keep(model) -> bool:
+    """Whether the model's forward names ``logits_to_keep`` (most causal-LM families do);
+    without it every position's logits are computed and the callers slice them."""
+    import inspect
+
+    return "logits_to_keep" in inspect.signature(type(model).forward).parameters
+
+
 def _forward(model, state, ids, mask, pos, prompt_lens, T, logits_to_keep):
     """One forward under the active compensation (span = each row's prompt)."""
     if state is not None and state.config.active:
@@ -184,10 +192,9 @@ def _forward(model, state, ids, mask, pos, prompt_lens, T, logits_to_keep):
         state.set_rows(P, P, T)
     try:
         kw = dict(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False)
-        try:
-            return model(**kw, logits_to_keep=logits_to_keep)
-        except TypeError:  # a family without logits_to_keep
-            return model(**kw)
+        if _takes_logits_to_keep(model):
+            kw["logits_to_keep"] = logits_to_keep
+        return model(**kw)
     finally:
         if state is not None:
             state.clear_rows()

@@ -36,6 +36,7 @@ KEY_METRICS["drift_french_single_fr"] = KEY_METRICS["drift_french_single"]
 KEY_METRICS["drift_french_multiturn_reinject"] = KEY_METRICS["drift_french_multiturn"]
 CURVE_METRIC = re.compile(r"^(french_turn|leak_turn|words_turn)_\d+$|^(alpha|beta)_l\d{2,3}$")
 LAYER_METRIC = re.compile(r"^alpha_l(\d{2,3})$")
+FRENCH_TURN = re.compile(r"^french_turn_(\d+)$")
 PROFILES = ("residual_aware", "attention_only", "abnar_zuidema", "gradient")
 EXCERPT_CHARS = 400
 EXCERPTS_PER_SETTING = 2
@@ -80,14 +81,16 @@ def _excerpts(tr, setting: str) -> list:
     return out
 
 
-def _turn_curve(output, task: str, prefix: str) -> dict:
+def _indexed_series(output, task: str, pattern: re.Pattern) -> dict:
+    """Per setting, the (index, value) points of ``task``'s metrics whose names match
+    ``pattern`` (its group 1 is the index: turn or layer), in index order."""
     series = {}
     for lab in output.labels:
         tr = output.settings[lab].tasks.get(task)
         if not tr:
             continue
-        pts = sorted((int(k.rsplit("_", 1)[1]), v) for k, v in tr.values.items()
-                     if re.fullmatch(prefix + r"_\d+", k) and isinstance(v, (int, float)))
+        pts = sorted((int(m.group(1)), v) for k, v in tr.values.items()
+                     if (m := pattern.fullmatch(k)) and isinstance(v, (int, float)))
         if pts:
             series[lab] = pts
     return series
@@ -95,17 +98,8 @@ def _turn_curve(output, task: str, prefix: str) -> dict:
 
 def _alpha_plots(output) -> list:
     plots = []
-    tasks = [t for t in output.task_names() if t.startswith("drift_alpha")]
-    for task in tasks:
-        series = {}
-        for lab in output.labels:
-            tr = output.settings[lab].tasks.get(task)
-            if not tr:
-                continue
-            pts = sorted((int(m.group(1)), v) for k, v in tr.values.items()
-                         if (m := LAYER_METRIC.match(k)) and isinstance(v, (int, float)))
-            if pts:
-                series[lab] = pts
+    for task in (t for t in output.task_names() if t.startswith("drift_alpha")):
+        series = _indexed_series(output, task, LAYER_METRIC)
         if series:
             plots.append({"title": f"{task}: α by layer", "svg": line_plot(series, f"{task}: α by layer", "layer", "α")})
     return plots
@@ -194,10 +188,10 @@ def build_context(output) -> dict:
                          "summary": summary, "comparisons": _comparisons(output, lab) if lab != "none" else []})
     plots = []
     for task in output.task_names():
-        if any(re.fullmatch(r"french_turn_\d+", k) for st in output.settings.values()
+        if any(FRENCH_TURN.fullmatch(k) for st in output.settings.values()
                for k in (st.tasks.get(task).values if st.tasks.get(task) else {})):
             plots.append({"title": f"{task}: French rate per turn",
-                          "svg": line_plot(_turn_curve(output, task, "french_turn"), f"{task}: French rate per turn",
+                          "svg": line_plot(_indexed_series(output, task, FRENCH_TURN), f"{task}: French rate per turn",
                                            "turn", "French rate", y_range=(0.0, 1.0))})
     plots += _alpha_plots(output)
     profile_plots = _profile_plots(output)
