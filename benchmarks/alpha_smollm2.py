@@ -24,10 +24,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def main():
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from drift_eval import alpha, compensation as comp
-    from drift_eval.local_models import smollm2_dir
+    from drift_eval import compensation as comp
+    from drift_eval.measure import alpha
+    from drift_eval.plugin.local_models import smollm2_dir
     from drift_eval.metrics.alpha import length_for
-    from drift_eval.tasks.drift_alpha.utils import read_scenes
+    from drift_eval.tasks.drift_alpha.data import read_scenes
 
     p = argparse.ArgumentParser()
     p.add_argument("--scenes", type=int, default=8)
@@ -71,7 +72,7 @@ def main():
         state = comp.install(model, comp.CompensationConfig("none"))
         nll_none = None
         for label in plan[name]:
-            state.config = comp.CompensationConfig.from_label(label, span="prompt")
+            state.config = comp.CompensationConfig.from_label(label)  # α biases the whole prompt
             t0 = time.time()
             res = alpha.measure(model, tok, scenes, conts, length, state, args.batch_size, max_octaves=args.octaves)
             nll = alpha.continuation_nll(model, tok, [s["base"] for s in scenes], cont_ids, state, 4)

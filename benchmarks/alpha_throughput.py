@@ -5,7 +5,7 @@ Throughput: the same rows (one scene's base prompt and two variants, each follow
 same continuations, left-padded in the same batches) go through (a) a bare forward with
 ``output_hidden_states=True`` (logits at every position, as a plain call computes them),
 (a') the same with ``logits_to_keep=1`` (what the α code asks for), and (b)
-``drift_eval.alpha.scene_offsets`` (tokenising, hooks, window capture, streamed sums,
+``drift_eval.measure.alpha.scene_offsets`` (tokenising, hooks, window capture, streamed sums,
 signal and noise). The order is rotated from round to round; times are process CPU time
 with one torch thread; a ratio is the median over rounds of baseline time / α time (goal
 >= 0.8).
@@ -36,10 +36,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def _setup(length, n_conts):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from drift_eval import alpha
-    from drift_eval.local_models import smollm2_dir
+    from drift_eval.measure import alpha
+    from drift_eval.plugin.local_models import smollm2_dir
     from drift_eval.metrics import alpha as am
-    from drift_eval.tasks.drift_alpha.utils import read_scenes
+    from drift_eval.tasks.drift_alpha.data import read_scenes
 
     d = smollm2_dir()
     tok = AutoTokenizer.from_pretrained(d)
@@ -52,7 +52,7 @@ def _setup(length, n_conts):
 
 
 def throughput(args):
-    from drift_eval import alpha
+    from drift_eval.measure import alpha
 
     torch.set_num_threads(args.threads)
     model, tok, scene, cont_ids, windows = _setup(args.length, args.conts)
@@ -108,7 +108,7 @@ def peak_memory_child(args):
     process's own high-water mark would hide the measurement)."""
     import threading
 
-    from drift_eval import alpha
+    from drift_eval.measure import alpha
 
     torch.set_num_threads(args.threads)
     model, tok, scene, cont_ids, windows = _setup(args.length, args.conts)

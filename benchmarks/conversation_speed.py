@@ -20,9 +20,11 @@ import time
 import torch
 from lm_eval.api.instance import Instance
 
-from drift_eval.conversation import REQUEST_TYPE, ConversationSpec
-from drift_eval.local_models import smollm2_dir
-from drift_eval.model import HFDriftLM
+from drift_eval.measure.conversation import ConversationSpec
+from drift_eval.plugin.request_types import CONVERSATION
+from drift_eval.plugin.local_models import smollm2_dir
+from drift_eval.plugin.model import HFDriftLM
+from drift_eval.tasks.drift_french.data import read_conversations, system_prompt
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -36,9 +38,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "results", "conversation_speed.json"))
     args = ap.parse_args()
     torch.set_num_threads(1)
-    with open(os.path.join(HERE, "..", "tasks", "drift_french", "conversations.jsonl"), encoding="utf-8") as fh:
-        convs = [json.loads(line) for line in fh][: args.conversations]
-    system = "You are a helpful assistant. Answer only in French, whatever language the user writes in."
+    convs = read_conversations()[: args.conversations]
+    system = system_prompt("en")
     specs = [ConversationSpec(system, c["user_turns"][: args.turns]) for c in convs]
     gen = {"until": [], "max_gen_toks": args.tokens, "min_new_tokens": args.tokens, "do_sample": False}
     lm = HFDriftLM(pretrained=smollm2_dir(), device="cpu", batch_size=len(specs))
@@ -52,7 +53,7 @@ def main():
         return original(reqs, disable_tqdm=disable_tqdm)
 
     def run_executor():
-        reqs = [Instance(REQUEST_TYPE, {"system_prompt": system}, (s.to_json(), dict(gen)), 0) for s in specs]
+        reqs = [Instance(CONVERSATION, {"system_prompt": system}, (s.to_json(), dict(gen)), 0) for s in specs]
         t0 = time.process_time()
         lm.generate_conversation(reqs, disable_tqdm=True)
         return time.process_time() - t0

@@ -35,7 +35,7 @@ def _brief(res: dict, seconds: float) -> dict:
 
 
 def main():
-    from drift_eval import cramming as cr
+    from drift_eval.measure import cramming as cr
     from drift_eval.metrics.accessibility import capacity_bound
 
     ap = argparse.ArgumentParser()
@@ -70,7 +70,7 @@ def main():
     if args.smollm2:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from drift_eval.local_models import smollm2_dir
+        from drift_eval.plugin.local_models import smollm2_dir
 
         d = smollm2_dir()
         tok = AutoTokenizer.from_pretrained(d)

@@ -21,11 +21,12 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from drift_eval import compensation as comp
-from drift_eval.calibration import head_gammas
-from drift_eval.local_models import smollm2_dir
-from drift_eval.spans import system_span_end, token_count_before
+from drift_eval.compensation.calibration import head_gammas
+from drift_eval.plugin.local_models import smollm2_dir
+from drift_eval.compensation.spans import system_span_end, token_count_before
+from drift_eval.tasks.drift_french.data import system_prompt
 
-SYSTEM = "You are a helpful assistant. Answer only in French, whatever language the user writes in."
+SYSTEM = system_prompt("en")
 USERS = ["Explain photosynthesis.", "Tell me a long story about a cat.", "How does a bicycle work?",
          "Plan a trip to Japan.", "Describe the life cycle of a star.", "Write a letter to a neighbour.",
          "How do I bake bread at home?", "What makes a good film?"]

@@ -7,26 +7,31 @@ is imported, the finder wraps its loader so that, right after the module has run
 drift task folder joins every ``TaskManager``'s search path, ``hf-drift`` joins the model
 registry, and models other than ``hf-drift`` answer the drift request types with a one-line
 error. Nothing happens in processes that never import lm-eval.
+
+``LM_EVAL_DRIFT_AUTOLOAD=0`` switches the hook off (then use ``--include_path``); where the
+installed lm-eval reads the entry-point groups itself, the hook leaves that part to it
+(see ``drift_eval.plugin.registration``).
 """
+import os
 import sys
 
 _TARGETS = ("lm_eval.tasks.manager", "lm_eval.models", "lm_eval.api.model")
 
 
 def _after_tasks_manager(module):
-    from drift_eval.registration import patch_task_manager
+    from drift_eval.plugin.registration import patch_task_manager
 
     patch_task_manager(module)
 
 
 def _after_models(module):
-    from drift_eval.registration import register_models
+    from drift_eval.plugin.registration import register_models
 
-    register_models()
+    register_models(module)
 
 
 def _after_api_model(module):
-    from drift_eval.registration import add_request_fallbacks
+    from drift_eval.plugin.registration import add_request_fallbacks
 
     add_request_fallbacks(module)
 
@@ -70,6 +75,8 @@ class _Finder:
 
 
 def install():
+    if os.environ.get("LM_EVAL_DRIFT_AUTOLOAD", "1").strip().lower() in ("0", "false", "no", "off"):
+        return
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
     # lm-eval may already be imported (the hook was installed late): register now.

@@ -24,16 +24,14 @@ from .errors import DriftUsageError
 
 
 def _demo(args) -> int:
-    from .local_models import smollm2_dir
+    from .plugin.local_models import smollm2_dir
+    from .settings import parse_settings
 
+    configs = parse_settings(args.settings)  # every entry is checked before the first run
     model_dir = smollm2_dir()
-    settings = [s.strip() for s in args.settings.split(",") if s.strip()]
     status = 0
-    for setting in settings:
-        from .compensation import CompensationConfig
-
-        cfg = CompensationConfig.from_label(setting)
-        model_args = f"pretrained={model_dir},compensation={cfg.mode},strength={cfg.strength:g}"
+    for cfg in configs:
+        model_args = f"pretrained={model_dir},compensation={cfg.mode},strength={cfg.strength:g},span={cfg.span}"
         cmd = [
             sys.executable, "-m", "lm_eval", "--model", "hf-drift", "--model_args", model_args,
             "--tasks", args.task, "--apply_chat_template", "--limit", str(args.limit),
@@ -41,7 +39,7 @@ def _demo(args) -> int:
             "--device", "cpu",
         ]
         if args.output:
-            cmd += ["--output_path", os.path.join(args.output, cfg.label().replace(":", "_")), "--log_samples"]
+            cmd += ["--output_path", os.path.join(args.output, cfg.folder()), "--log_samples"]
         print(f"\n== compensation {cfg.label()} ==\n$ lm_eval {shlex.join(cmd[3:])}", flush=True)
         rc = subprocess.call(cmd)
         status = status or rc
@@ -49,7 +47,7 @@ def _demo(args) -> int:
 
 
 def _model_path(args) -> int:
-    from .local_models import smollm2_dir
+    from .plugin.local_models import smollm2_dir
 
     print(smollm2_dir())
     return 0
@@ -57,7 +55,7 @@ def _model_path(args) -> int:
 
 def _model_dir(args) -> str:
     """``--model`` (with ``--gguf-file``), or the bundled SmolLM2-135M-Instruct."""
-    from .local_models import cached_from_gguf, smollm2_dir
+    from .plugin.local_models import cached_from_gguf, smollm2_dir
 
     if args.model is None:
         return smollm2_dir()
@@ -85,19 +83,18 @@ def _load_model(args, random_init: bool = False):
 
 
 def _read_text(path: str, what: str) -> str:
-    if not os.path.isfile(path):
-        raise DriftUsageError(f"{what} not found: {path}")
-    with open(path, encoding="utf-8") as fh:
-        return fh.read().strip()
+    from .files import read_text
+
+    return read_text(path, what).strip()
 
 
 def _position_bias(args) -> int:
     import json
 
-    from .calibration import calibration_text
-    from .position_bias import fixed_length_sequences, profiles
+    from .files import prose_text
+    from .measure.position_bias import fixed_length_sequences, profiles
 
-    text = _read_text(args.text, "text file") if args.text else calibration_text()
+    text = _read_text(args.text, "text file") if args.text else prose_text()
     model, tok = _load_model(args)
     ids = fixed_length_sequences(tok, text, args.length, args.sequences)
     print(f"measuring {args.sequences} sequences of {args.length} tokens...", file=sys.stderr, flush=True)
@@ -116,17 +113,19 @@ def _position_bias(args) -> int:
 def _alpha(args) -> int:
     import json
 
-    from . import alpha, compensation as comp
+    from .compensation import bias as comp
+    from .measure import alpha
     from .metrics.alpha import length_for
+    from .settings import CompensationConfig
 
-    cfg = comp.CompensationConfig.from_label(args.compensation, span="prompt")
+    cfg = CompensationConfig.from_label(args.compensation)  # α always biases the whole prompt
     if (args.prompt_a is None) != (args.prompt_b is None):
         raise DriftUsageError("give both --prompt-a and --prompt-b, or neither (then the bundled scenes are used)")
     if args.prompt_a:
         scenes = [{"base": _read_text(args.prompt_a, "--prompt-a file"),
                    args.axis: _read_text(args.prompt_b, "--prompt-b file")}]
     else:
-        from .tasks.drift_alpha.utils import read_scenes
+        from .tasks.drift_alpha.data import read_scenes
 
         all_scenes = read_scenes()
         if not 1 <= args.scenes <= len(all_scenes):
@@ -140,7 +139,7 @@ def _alpha(args) -> int:
     model, tok = _load_model(args, random_init=args.random_init)
     state = comp.install(model, cfg)
     if cfg.mode == "head":
-        from .calibration import head_gammas
+        from .compensation.calibration import head_gammas
 
         state.head_gammas = head_gammas(model, tok)
     length = args.length or length_for(args.octaves)
@@ -168,7 +167,7 @@ def _alpha(args) -> int:
 
 
 def _sweep(args) -> int:
-    from .sweep import run_sweep
+    from .decide.sweep import run_sweep
 
     run_sweep(args.output, args.settings, args.tasks, model_args=args.model_args, limit=args.limit,
               gen_kwargs=args.gen_kwargs, batch_size=args.batch_size, device=args.device, span=args.span,
@@ -186,7 +185,7 @@ def _report(args) -> int:
 
 
 def _gate(args) -> int:
-    from .gate import run_gate
+    from .decide.gate import run_gate
 
     return run_gate(args.results, args.policy, junit_xml=args.junit_xml)
 
@@ -194,7 +193,7 @@ def _gate(args) -> int:
 def _accessibility(args) -> int:
     import json
 
-    from .cramming import Settings, run
+    from .measure.cramming import Settings, run
 
     settings = Settings.from_options(ms=args.ms, lengths=args.lengths, strings=args.strings,
                                      max_steps=args.max_steps, patience=args.patience, seed=args.seed,

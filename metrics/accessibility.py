@@ -1,7 +1,7 @@
 """Output accessibility: how many tokens ``m`` soft-prompt vectors can make a model produce.
 
 Pure NumPy/SciPy maths for the cramming measurement (the optimisation itself is in
-``drift_eval.cramming``):
+``drift_eval.measure.cramming``):
 
 * ``capacity_bound``: the theoretical slope ``C = d * ln(1 + 2r/eps) / ln|V|`` of the
   accessible length against ``m`` (``n* ~ C * m``), from the hidden size ``d``, the

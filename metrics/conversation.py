@@ -1,18 +1,7 @@
 """Scores for a multi-turn conversation that was told to stay in French.
 
-Definitions (also in the README):
-
-* a reply is French when fastText's top label for the whole reply is ``fr`` (a reply with
-  fewer than ``langid.MIN_WORDS`` words is ``unknown``, which is not French);
-* ``french_turn_k``: reply k is French; ``last3_french``: mean over the last three turns;
-  ``all_turns_french``: every reply is French;
-* leaked instruction words: accent-folded, lower-cased word tokens of a reply that are in
-  ``LEAK_LEXICON`` (the words that name the instruction: the language, "only", "answer",
-  "instruction"... in English and French); ``leak_turn_k`` is leaked words per 1000 words
-  of reply k (0 for an empty reply), ``leak_per_1000`` the same over all replies;
-* ``words_turn_k``: words in reply k; ``mean_words``: mean over replies;
-* ``repetition``: per reply, the share of word 4-grams that already occurred earlier in
-  the same reply, averaged over replies (0 for replies shorter than five words).
+Definitions: docs/metrics.md ("Conversations"). ``score_conversation`` returns every
+per-conversation value of the conversation tasks.
 """
 from __future__ import annotations
 

@@ -1,24 +1,7 @@
 """Scores for one forced-length answer that was told to stay in one language.
 
-Definitions (also in the README):
-
-* segments: consecutive runs of ``segment_size`` metric tokens (words or punctuation,
-  ``langid.TOKEN_RE``; independent of the model's tokenizer). Each gets its fastText
-  language; segments with fewer than ``langid.MIN_WORDS`` words are ``unknown``.
-* ``fully_french``: 1 if at least one segment is known and every known segment is French.
-* ``french_fraction``: French segments / known segments (0 when none is known).
-* ``second_half_french``: the second half of the answer (by metric tokens), identified as
-  one text, is French.
-* ``echo_rate``: the second half restates the instruction: it matches one of
-  ``ECHO_PATTERNS`` (talk of answering / writing in French, in English or French), or
-  shares a word 5-gram with the system prompt (lower-cased words).
-* ``line_pass_rate``: the LCB-style check: lines with at least 5 whitespace tokens are
-  classified alone; a line passes when its top label is French with probability >= 0.3.
-  The score is passing lines / eligible lines (0 when no line is eligible).
-* ``langdetect_french``: seeded langdetect calls the whole answer French (cross-check).
-* ``language_timeline``: per sample, the list of segment languages; aggregated, the mean
-  relative onset of drift: index of the first known non-French segment / number of
-  segments, 1.0 when the answer never leaves French.
+Definitions: docs/metrics.md ("Single turn"). ``score_response`` returns every per-sample
+value of ``drift_french_single``.
 """
 from __future__ import annotations
 

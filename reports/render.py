@@ -19,29 +19,33 @@ import math
 import os
 import re
 
-from drift_eval.metrics import stats
+from ..metrics import stats
 
 from .svg import line_plot
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
-KEY_METRICS = {
-    "drift_french_single": ["fully_french", "french_fraction", "second_half_french", "echo_rate",
-                            "line_pass_rate", "langdetect_french"],
-    "drift_french_multiturn": ["all_turns_french", "last3_french", "leak_per_1000", "mean_words", "repetition"],
-    "drift_french_multiturn_fixed": ["french_last_turn", "leak_last_turn", "words_last_turn", "repetition"],
-}
-KEY_METRICS["drift_french"] = ["drift_score"]
-KEY_METRICS["drift_french_single_fr"] = KEY_METRICS["drift_french_single"]
-KEY_METRICS["drift_french_multiturn_reinject"] = KEY_METRICS["drift_french_multiturn"]
-CURVE_METRIC = re.compile(r"^(french_turn|leak_turn|words_turn)_\d+$|^(alpha|beta)_l\d{2,3}$")
-LAYER_METRIC = re.compile(r"^alpha_l(\d{2,3})$")
+LAYER_METRIC = re.compile(r"^(alpha|beta)_l(\d{2,3})$")  # per-layer fits, named once the depth is known
 FRENCH_TURN = re.compile(r"^french_turn_(\d+)$")
 PROFILES = ("residual_aware", "attention_only", "abnar_zuidema", "gradient")
 EXCERPT_CHARS = 400
 EXCERPTS_PER_SETTING = 2
-SUMMARY = [("drift_french_single", "fully_french"), ("drift_french_single", "echo_rate"),
-           ("drift_french_multiturn", "all_turns_french"), ("drift_french_multiturn", "last3_french")]
+
+
+def _catalogue() -> dict:
+    """Metric names, directions and report hints from the task YAMLs (``metric_list``)."""
+    from drift_eval.tasks import metric_catalogue
+
+    return metric_catalogue()
+
+
+def _hinted(catalogue, task: str, *hints) -> list:
+    return [m for m, info in catalogue.get(task, {}).items() if info["report"] in hints]
+
+
+def _is_curve(catalogue, task: str, metric: str) -> bool:
+    """Per-turn and per-layer metrics: drawn as curves, not listed in tables."""
+    return (catalogue.get(task, {}).get(metric) or {}).get("report") == "curve" or bool(LAYER_METRIC.match(metric))
 
 
 def _finite(v) -> bool:
@@ -55,7 +59,7 @@ def _cell(m) -> dict:
 
 
 def _excerpts(tr, setting: str) -> list:
-    from drift_eval.conversation import assistant_replies
+    from ..measure.conversation import assistant_replies
 
     if not tr.samples:
         return []
@@ -98,8 +102,9 @@ def _indexed_series(output, task: str, pattern: re.Pattern) -> dict:
 
 def _alpha_plots(output) -> list:
     plots = []
-    for task in (t for t in output.task_names() if t.startswith("drift_alpha")):
-        series = _indexed_series(output, task, LAYER_METRIC)
+    alpha_layer = re.compile(r"^alpha_l(\d{2,3})$")
+    for task in output.task_names():
+        series = _indexed_series(output, task, alpha_layer)
         if series:
             plots.append({"title": f"{task}: α by layer", "svg": line_plot(series, f"{task}: α by layer", "layer", "α")})
     return plots
@@ -128,7 +133,7 @@ def _profile_plots(output) -> list:
     return plots
 
 
-def _comparisons(output, lab: str) -> list:
+def _comparisons(output, lab: str, catalogue: dict) -> list:
     rows = []
     base = output.settings.get("none")
     st = output.settings[lab]
@@ -138,7 +143,8 @@ def _comparisons(output, lab: str) -> list:
         btr = base.tasks.get(task)
         if not btr:
             continue
-        names = KEY_METRICS.get(task) or [m for m in output.scalar_metrics(lab, task) if not CURVE_METRIC.match(m)]
+        names = (not tr.is_group and _hinted(catalogue, task, "key", "summary")) \
+            or [m for m in output.scalar_metrics(lab, task) if not _is_curve(catalogue, task, m)]
         for name in names:
             if name not in tr.values or name not in btr.values:
                 continue
@@ -151,6 +157,8 @@ def _comparisons(output, lab: str) -> list:
 
 
 def build_context(output) -> dict:
+    catalogue = _catalogue()
+    summary_metrics = [(task, m) for task in catalogue for m in _hinted(catalogue, task, "summary")]
     settings = []
     ppl_none = None
     none = output.settings.get("none")
@@ -160,7 +168,7 @@ def build_context(output) -> dict:
         st = output.settings[lab]
         tables, excerpts = [], []
         for task, tr in st.tasks.items():
-            names = [m for m in output.scalar_metrics(lab, task) if not CURVE_METRIC.match(m)]
+            names = [m for m in output.scalar_metrics(lab, task) if not _is_curve(catalogue, task, m)]
             rows = [_cell(output.metric(task, m, lab)) for m in names]
             if rows:
                 tables.append({"task": task, "is_group": tr.is_group, "rows": rows, "n": tr.n,
@@ -180,12 +188,12 @@ def build_context(output) -> dict:
                 stats.relative_cost(p, ppl_none) if ppl_none else math.nan)
             ppl = {"perplexity": p, "cost": cost}
         summary = []
-        for task, name in SUMMARY:
+        for task, name in summary_metrics:
             if task in st.tasks and name in st.tasks[task].values:
                 summary.append(_cell(output.metric(task, name, lab)) | {"task": task})
         settings.append({"label": lab, "model": st.model_args.get("pretrained", ""), "files": st.files,
                          "headline": head, "ppl": ppl, "tables": tables, "excerpts": excerpts,
-                         "summary": summary, "comparisons": _comparisons(output, lab) if lab != "none" else []})
+                         "summary": summary, "comparisons": _comparisons(output, lab, catalogue) if lab != "none" else []})
     plots = []
     for task in output.task_names():
         if any(FRENCH_TURN.fullmatch(k) for st in output.settings.values()
@@ -219,8 +227,9 @@ def render(output, fmt: str = "html") -> str:
 
 
 def write_report(results_dir: str, path: str, fmt: str | None = None, allow_partial: bool = False) -> str:
-    from drift_eval.errors import DriftUsageError
-    from drift_eval.results import load_output
+    from ..decide.results import load_output
+    from ..errors import DriftUsageError
+    from ..files import write_text_atomic
 
     if fmt is None:
         ext = os.path.splitext(path)[1].lower()
@@ -229,7 +238,4 @@ def write_report(results_dir: str, path: str, fmt: str | None = None, allow_part
             raise DriftUsageError(f"cannot tell the report format from '{path}': end it in .html or .md, or pass --format")
     output = load_output(results_dir, allow_partial=allow_partial)
     text = render(output, fmt)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    return path
+    return write_text_atomic(path, text)

@@ -6,25 +6,27 @@ import sys
 
 import pytest
 
-from test_lm_eval_integration import LM_EVAL, _results, _run, _samples
+from helpers import LM_EVAL, results_of, run_lm_eval, samples_of
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")
 def test_alpha_and_perplexity_tasks_through_lm_eval(smollm2_dir, tmp_path):
     out = tmp_path / "out"
     meta = {"num_scenes": 2, "n_continuations": 2, "continuation_length": 71, "bootstrap_iters": 20}
-    r = _run(["--model", "hf-drift", "--model_args", f"pretrained={smollm2_dir},compensation=log,strength=1",
+    r = run_lm_eval(["--model", "hf-drift", "--model_args", f"pretrained={smollm2_dir},compensation=log,strength=1",
               "--tasks", "drift_alpha_detail,drift_ppl", "--metadata", json.dumps(meta), "--batch_size", "4",
               "--device", "cpu", "--output_path", str(out), "--log_samples"])
     assert r.returncode == 0, r.stderr[-3000:]
-    res = _results(out)["results"]
+    res = results_of(out)["results"]
     a = res["drift_alpha_detail"]
     layers = [a[f"alpha_l{i:02d},none"] for i in range(30)]
-    assert all(isinstance(v, float) for v in layers) and f"alpha_l30,none" not in a
+    assert all(isinstance(v, float) for v in layers) and "alpha_l30,none" not in a
     assert a["alpha,none"] == pytest.approx(statistics.median(layers))  # the documented headline
     assert all(f"beta_l{i:02d},none" in a for i in range(30))
     assert a["alpha_se,none"] >= 0
-    samples = _samples(out, "drift_alpha_detail")
+    samples = samples_of(out, "drift_alpha_detail")
     assert len(samples) == 2
     answer = json.loads(samples[0]["resps"][0][0])
     assert answer["compensation"] == "log:1" and answer["centres"] == [15.5, 31.5, 63.5]

@@ -5,8 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import tiny_model
-from drift_eval import alpha, compensation as comp
+from drift_eval.measure.capture import decoder_blocks
+from helpers import tiny_model
+from drift_eval import compensation as comp
+from drift_eval.measure import alpha
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics import alpha as am
 
@@ -29,7 +31,7 @@ SCENE = {"base": "A red boat left the harbour.", "detail": "A blue boat left the
 
 def _reference(model, base, variant, cont_ids, windows, state=None):
     """Signal and noise computed the slow way: every row alone, full hidden states kept."""
-    layers = alpha.decoder_layers(model)
+    layers = [b.module for b in decoder_blocks(model)]
     t_pos = am.window_positions(windows)
     T = len(cont_ids[0])
 
@@ -143,12 +145,13 @@ def test_continuation_files(tmp_path):
         alpha.read_continuations(str(bad), 2)
 
 
+@pytest.mark.slow
 def test_wikitext_continuations_without_network_say_what_to_do():
     import os
     import subprocess
     import sys
 
-    code = ("from drift_eval.alpha import read_continuations\n"
+    code = ("from drift_eval.measure.alpha import read_continuations\n"
             "try:\n    read_continuations('wikitext', 4)\nexcept SystemExit as e:\n    print(e)\n")
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300).stdout

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from conftest import FAMILIES, tiny_model
+from helpers import FAMILIES, tiny_model
 from drift_eval import compensation as comp
 from drift_eval.errors import DriftUsageError
 

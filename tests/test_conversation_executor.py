@@ -4,10 +4,14 @@ import json
 import pytest
 from lm_eval.api.instance import Instance
 
-from drift_eval.conversation import REQUEST_TYPE, ConversationSpec, assistant_replies, run_conversations
+from drift_eval.measure.conversation import ConversationSpec, assistant_replies, run_conversations
+from drift_eval.plugin.request_types import CONVERSATION
 from drift_eval.errors import DriftUsageError
+from drift_eval.tasks.drift_french.data import system_prompt
 
-SYSTEM = "Answer only in French."
+pytestmark = pytest.mark.slow
+
+SYSTEM = system_prompt("en")
 TURNS = [["Hello! Who are you?", "What is your favourite colour?", "Why?"],
          ["Tell me about the sea.", "And the mountains?", "Which do you prefer?"],
          ["Give me a recipe for soup.", "Make it vegetarian.", "How long does it cook?"]]
@@ -16,13 +20,13 @@ GEN = {"until": [], "max_gen_toks": 8, "do_sample": False}
 
 @pytest.fixture(scope="module")
 def lm(smollm2_dir):
-    from drift_eval.model import HFDriftLM
+    from drift_eval.plugin.model import HFDriftLM
 
     return HFDriftLM(pretrained=smollm2_dir, compensation="log", strength=0.5, device="cpu", batch_size=8)
 
 
 def _requests(specs):
-    return [Instance(REQUEST_TYPE, {"system_prompt": s.system_prompt}, (s.to_json(), dict(GEN)), 0) for s in specs]
+    return [Instance(CONVERSATION, {"system_prompt": s.system_prompt}, (s.to_json(), dict(GEN)), 0) for s in specs]
 
 
 class Recorder:

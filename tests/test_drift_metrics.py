@@ -1,10 +1,11 @@
 import pytest
 
 from drift_eval.metrics import drift, langid
+from drift_eval.tasks.drift_french.data import system_prompt
 
 FR = "Le chat dort paisiblement sur le canapé pendant que la pluie tombe sur la ville. "
 EN = "The cat sleeps peacefully on the sofa while the rain falls on the city. "
-INSTRUCTION = "You are a helpful assistant. Answer only in French, whatever language the user writes in."
+INSTRUCTION = system_prompt("en")
 
 
 def test_all_french_answer():
@@ -70,11 +71,3 @@ def test_drift_onset_and_its_aggregation():
     assert drift.mean_drift_onset([["fr"], ["en", "fr"]]) == 0.5
 
 
-def test_metric_maths_imports_without_torch_or_lm_eval():
-    import subprocess
-    import sys
-
-    code = ("import sys, drift_eval.metrics.drift, drift_eval.metrics.conversation; "
-            "print('torch' in sys.modules, 'lm_eval' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["False", "False"]

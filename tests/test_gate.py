@@ -1,7 +1,6 @@
 """Release gating: the results loader's errors, drift-eval gate (exit 0/1/2, JUnit XML) and
 the pytest plugin (--drift-results, drift_results fixture), on hand-made and real results."""
 import json
-import os
 import shutil
 import xml.etree.ElementTree as ET
 
@@ -32,7 +31,7 @@ def _policy(tmp_path, text):
 
 
 def test_loader_reads_settings_intervals_and_pooled_group(handmade):
-    from drift_eval.results import load_output
+    from drift_eval.decide.results import load_output
 
     out = load_output(handmade)
     assert out.labels == ["none", "const:0.25", "log:0.25"]
@@ -153,6 +152,7 @@ def test_pytest_plugin_gates_as_ordinary_tests(handmade, pytester):
     assert "needs --drift-results OUT_DIR" in r.stdout.str()
 
 
+@pytest.mark.slow
 def test_gate_and_report_on_real_sweep(real_sweep, tmp_path, capsys):
     out = real_sweep["dir"]
     policy = _policy(tmp_path, """

@@ -1,20 +1,34 @@
 """hf-drift in process on the bundled SmolLM2-135M-Instruct (real weights, real tokenizer)."""
-import math
+from contextlib import contextmanager
 
 import pytest
 import torch
 
 from drift_eval import compensation as comp
 from drift_eval.errors import DriftUsageError
+from drift_eval.tasks.drift_french.data import system_prompt
 
-SYSTEM = "Answer only in French."
+pytestmark = pytest.mark.slow
+SYSTEM = system_prompt("en")
 
 
 @pytest.fixture(scope="module")
 def lm(smollm2_dir):
-    from drift_eval.model import HFDriftLM
+    from drift_eval.plugin.model import HFDriftLM
 
     return HFDriftLM(pretrained=smollm2_dir, compensation="log", strength=1.0, device="cpu", batch_size=2)
+
+
+@contextmanager
+def setting(lm, config):
+    """``lm`` under ``config`` inside the block; its own setting (and no pending rows) after."""
+    previous = lm.compensation
+    lm.set_compensation(config)
+    try:
+        yield lm
+    finally:
+        lm._pending_rows = None
+        lm.set_compensation(previous)
 
 
 def _prompt(lm, user):
@@ -37,14 +51,10 @@ def test_span_rows_cover_the_system_prompt_under_left_padding(lm):
 
 
 def test_span_prompt_covers_the_whole_prompt(lm):
-    lm.set_compensation(comp.CompensationConfig("log", 1.0, "prompt"))
-    try:
+    with setting(lm, comp.CompensationConfig("log", 1.0, "prompt")):
         prompts = [_prompt(lm, "Hi."), _prompt(lm, "Tell me a story.")]
         _, mask = lm.tok_batch_encode(prompts)
         assert lm._pending_rows == (mask.sum(1).tolist(), mask.sum(1).tolist())
-    finally:
-        lm._pending_rows = None
-        lm.set_compensation(comp.CompensationConfig("log", 1.0))
 
 
 def test_left_truncation_shifts_the_span(lm):
@@ -68,18 +78,17 @@ def test_compensation_changes_generation_and_none_restores_it(lm):
                        {"until": [], "max_gen_toks": 24, "min_new_tokens": 24, "do_sample": False}), 0)
         return lm.generate_until([req], disable_tqdm=True)[0]
 
-    lm.set_compensation(comp.CompensationConfig("none"))
-    plain = run()
-    lm.set_compensation(comp.CompensationConfig("log", 3.0))
-    strong = run()
-    lm.set_compensation(comp.CompensationConfig("none"))
-    assert run() == plain
+    with setting(lm, comp.CompensationConfig("none")):
+        plain = run()
+    with setting(lm, comp.CompensationConfig("log", 3.0)):
+        strong = run()
+    with setting(lm, comp.CompensationConfig("none")):
+        assert run() == plain
     assert strong != plain
-    lm.set_compensation(comp.CompensationConfig("log", 1.0))
 
 
 def test_head_calibration_is_per_layer_and_head_and_cached(lm, tmp_path, monkeypatch):
-    from drift_eval import calibration
+    from drift_eval.compensation import calibration
 
     monkeypatch.setenv("DRIFT_CACHE_DIR", str(tmp_path))
     g = calibration.head_gammas(lm.model, lm.tokenizer)
@@ -96,18 +105,15 @@ def test_head_calibration_is_per_layer_and_head_and_cached(lm, tmp_path, monkeyp
 def test_head_setting_survives_its_own_calibration(lm, tmp_path, monkeypatch):
     monkeypatch.setenv("DRIFT_CACHE_DIR", str(tmp_path))  # forces a fresh calibration
     lm.drift_state.head_gammas = None
-    lm.set_compensation(comp.CompensationConfig("head", 0.5))
-    try:
+    with setting(lm, comp.CompensationConfig("head", 0.5)):
         assert lm.drift_state.head_gammas is not None
         assert lm.drift_state.config == comp.CompensationConfig("head", 0.5)
-    finally:
-        lm.set_compensation(comp.CompensationConfig("log", 1.0))
 
 
 def test_fit_kappa_recovers_known_exponents():
     import numpy as np
 
-    from drift_eval.calibration import fit_kappa
+    from drift_eval.compensation.calibration import fit_kappa
 
     q = np.arange(40, 400)
     P = 40
@@ -122,7 +128,7 @@ def test_fit_kappa_recovers_known_exponents():
     (dict(gguf_file="missing.gguf"), "GGUF file not found"),
 ])
 def test_bad_model_args(smollm2_dir, args, needle):
-    from drift_eval.model import HFDriftLM
+    from drift_eval.plugin.model import HFDriftLM
 
     with pytest.raises(DriftUsageError, match=needle):
         HFDriftLM(pretrained=smollm2_dir, device="cpu", **args)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import tiny_model
+from helpers import tiny_model
 from drift_eval.metrics import rollout as ro
 
 
@@ -11,18 +11,19 @@ from drift_eval.metrics import rollout as ro
 def measured(smollm2_dir):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from drift_eval.calibration import calibration_text
-    from drift_eval.position_bias import measure
+    from drift_eval.files import prose_text
+    from drift_eval.measure.position_bias import measure
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     model = AutoModelForCausalLM.from_pretrained(smollm2_dir).eval()
-    ids = tok(calibration_text(), return_tensors="pt")["input_ids"][0]
+    ids = tok(prose_text(), return_tensors="pt")["input_ids"][0]
     seqs = torch.stack([ids[i * 64 : (i + 1) * 64] for i in range(8)])
     out = measure(model, seqs)
     out["attn_impl_after"] = model.config._attn_implementation
     return out
 
 
+@pytest.mark.slow
 def test_measured_inputs_are_well_formed(measured):
     lam, A = measured["lambdas"], measured["kernels"]
     assert A.shape == (30, 64, 64) and lam.shape == (30,)
@@ -32,6 +33,7 @@ def test_measured_inputs_are_well_formed(measured):
     assert measured["attn_impl_after"] != "drift_eager"  # restored
 
 
+@pytest.mark.slow
 def test_residual_aware_rollout_is_closer_to_gradients_than_attention_only(measured):
     ks, lam, g = list(measured["kernels"]), measured["lambdas"], measured["gradient_profile"]
     residual = ro.influence_profile(ro.rollout(ks, lam))
@@ -41,13 +43,14 @@ def test_residual_aware_rollout_is_closer_to_gradients_than_attention_only(measu
 
 
 def test_works_on_other_families():
-    from drift_eval.position_bias import measure
+    from drift_eval.measure.position_bias import measure
 
     for family in ("qwen2", "gpt_neox"):
         out = measure(tiny_model(family), torch.randint(3, 128, (2, 12)))
         assert out["kernels"].shape == (2, 12, 12) and out["lambdas"].shape == (2,)
 
 
+@pytest.mark.slow
 def test_cli_prints_json_profiles_and_rejects_short_text(tmp_path):
     import json
     import subprocess

@@ -25,7 +25,7 @@ def _report(capsys, *args):
 
 def test_context_has_known_comparisons_costs_and_curves(handmade):
     from drift_eval.reports.render import build_context
-    from drift_eval.results import load_output
+    from drift_eval.decide.results import load_output
 
     ctx = build_context(load_output(handmade))
     by = {s["label"]: s for s in ctx["settings"]}
@@ -59,6 +59,7 @@ def _chromium():
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+@pytest.mark.slow
 def test_html_report_renders_in_chromium_and_scripts_stay_inert(handmade, tmp_path, capsys):
     rc, out, _ = _report(capsys, handmade, "-o", tmp_path / "report.html")
     assert rc == 0 and out.strip() == str(tmp_path / "report.html")
@@ -95,6 +96,7 @@ def test_html_report_renders_in_chromium_and_scripts_stay_inert(handmade, tmp_pa
     assert '<b id="pwned">x</b>' in dom and "<title>PWNED</title>" in dom
 
 
+@pytest.mark.slow
 def test_report_on_real_sweep_has_profiles_and_comparison(real_sweep, tmp_path, capsys):
     rc, _, _ = _report(capsys, real_sweep["dir"], "-o", tmp_path / "real.html")
     html = (tmp_path / "real.html").read_text()

@@ -1,8 +1,11 @@
 import pytest
 
-from drift_eval.spans import system_span_end, token_count_before
+from drift_eval.compensation.spans import system_span_end, token_count_before
+from drift_eval.tasks.drift_french.data import system_prompt
 
-SYSTEM = "Answer only in French."
+pytestmark = pytest.mark.slow
+
+SYSTEM = system_prompt("en")
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,14 @@ import shutil
 
 import pytest
 
-from conftest import REAL_SWEEP_ARGS
+from helpers import REAL_SWEEP_ARGS
 
 
 def _files(root, setting, pattern):
     return glob.glob(os.path.join(str(root), setting, "*", pattern))
 
 
+@pytest.mark.slow
 def test_sweep_writes_standard_results_per_setting(real_sweep):
     out, stdout = real_sweep["dir"], real_sweep["stdout"]
     assert stdout.count("loading ") == 1  # the model is loaded once for both settings
@@ -44,13 +45,14 @@ def test_sweep_writes_standard_results_per_setting(real_sweep):
     assert "|profile of 8, peak" in stdout
 
 
+@pytest.mark.slow
 def test_sweep_resumes_without_recomputing(real_sweep, smollm2_dir, tmp_path):
     """Simulated interruption: log:1 lost its results, and its cache lost one conversation
     (as if the run stopped before that batch). Only that conversation is generated again."""
     from lm_eval.api.model import hash_args
     from sqlitedict import SqliteDict
 
-    from drift_eval.sweep import run_sweep
+    from drift_eval.decide.sweep import run_sweep
 
     out = tmp_path / "out"
     shutil.copytree(real_sweep["dir"], out)

@@ -5,14 +5,14 @@ import json
 import logging
 from dataclasses import asdict, fields
 
-from drift_eval.request_types import ACCESSIBILITY as REQUEST_TYPE
-from drift_eval.task_base import YamlTask
+from drift_eval.plugin.request_types import ACCESSIBILITY
+from drift_eval.plugin.task_base import YamlTask
 
 log = logging.getLogger("lm_eval_drift")
 
 
 def _option_names():
-    from drift_eval.cramming import Settings
+    from drift_eval.measure.cramming import Settings
 
     return [f.name for f in fields(Settings)]
 
@@ -23,7 +23,7 @@ def load_settings(**metadata):
     metadata (model arguments, ``version``) is left alone."""
     import datasets
 
-    from drift_eval.cramming import Settings
+    from drift_eval.measure.cramming import Settings
 
     options = {k: v for k, v in metadata.items() if k in _option_names()}
     settings = Settings.from_options(**options)  # bad values stop here, with one line
@@ -32,10 +32,7 @@ def load_settings(**metadata):
 
 class AccessibilityTask(YamlTask):
     def construct_requests(self, doc, ctx, **kwargs):
-        from lm_eval.api.instance import Instance
-
-        return Instance(request_type=REQUEST_TYPE, doc=doc, arguments=(doc["settings"], {}), idx=0,
-                        metadata=kwargs.get("metadata", (None, None, None)))
+        return self.request(doc, ACCESSIBILITY, doc["settings"], **kwargs)
 
     def _ms(self):
         try:

@@ -14,22 +14,16 @@ from __future__ import annotations
 
 import json
 import math
-import os
 
-from drift_eval.alpha import AXES, read_continuations
 from drift_eval.errors import DriftUsageError
+from drift_eval.measure.alpha import read_continuations
 from drift_eval.metrics import alpha as am
-from drift_eval.request_types import CONTINUATION_NLL, PROMPT_OFFSETS
-from drift_eval.task_base import YamlTask
+from drift_eval.plugin.request_types import CONTINUATION_NLL, PROMPT_OFFSETS
+from drift_eval.plugin.task_base import YamlTask
+from drift_eval.tasks.drift_alpha.data import AXES, read_scenes
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULTS = {"continuations": "bundled", "n_continuations": 16, "continuation_length": am.length_for(7), "num_scenes": 20,
             "bootstrap_iters": 1000}
-
-
-def read_scenes() -> list[dict]:
-    with open(os.path.join(HERE, "scenes.jsonl"), encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
 
 
 def _scenes(num_scenes) -> list[dict]:
@@ -76,11 +70,6 @@ class _OptionsTask(YamlTask):
         v = self.option("continuation_length")
         return None if v in (None, "", "shortest") else int(v)
 
-    def _instance(self, doc, request_type, spec, kwargs):
-        from lm_eval.api.instance import Instance
-
-        return Instance(request_type=request_type, doc=doc, arguments=(json.dumps(spec, ensure_ascii=False), {}),
-                        idx=0, metadata=kwargs.get("metadata", (None, None, None)))
 
 
 class _ByName(dict):
@@ -163,7 +152,7 @@ class AlphaTask(_OptionsTask):
     def construct_requests(self, doc, ctx, **kwargs):
         spec = {"scene": doc["scene"], "axis": doc["axis"], "base": doc["base"], "variant": doc["variant"],
                 "continuations": self.continuations(), "length": self.length()}
-        return self._instance(doc, PROMPT_OFFSETS, spec, kwargs)
+        return self.request(doc, PROMPT_OFFSETS, spec, **kwargs)
 
     def aggregation(self):
         return _ByName(super().aggregation(), _layer_metric)
@@ -178,7 +167,7 @@ class PerplexityTask(_OptionsTask):
     def construct_requests(self, doc, ctx, **kwargs):
         spec = {"scene": doc["scene"], "prompt": doc["prompt"], "continuations": self.continuations(),
                 "length": self.length()}
-        return self._instance(doc, CONTINUATION_NLL, spec, kwargs)
+        return self.request(doc, CONTINUATION_NLL, spec, **kwargs)
 
 
 def process_perplexity(doc, results):

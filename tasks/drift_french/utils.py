@@ -8,34 +8,14 @@ lives in ``drift_eval.metrics``.
 """
 from __future__ import annotations
 
-import json
-import os
 from copy import deepcopy
 
-from drift_eval.conversation import REQUEST_TYPE, ConversationSpec, assistant_replies
 from drift_eval.errors import DriftUsageError
+from drift_eval.measure.conversation import ConversationSpec, assistant_replies
 from drift_eval.metrics import conversation, drift, langid
-from drift_eval.task_base import YamlTask
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-SYSTEM_PROMPTS = {
-    "en": "You are a helpful assistant. Answer only in French, whatever language the user "
-          "writes in. Never switch to another language.",
-    "fr": "Tu es un assistant serviable. Réponds uniquement en français, quelle que soit la "
-          "langue de l'utilisateur. Ne change jamais de langue.",
-}
-
-
-def read_requests() -> list[dict]:
-    with open(os.path.join(HERE, "requests.jsonl"), encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
-def system_prompt(prompt_language: str) -> str:
-    if prompt_language not in SYSTEM_PROMPTS:
-        raise DriftUsageError(f"prompt_language must be one of {', '.join(SYSTEM_PROMPTS)}, got '{prompt_language}'")
-    return SYSTEM_PROMPTS[prompt_language]
+from drift_eval.plugin.request_types import CONVERSATION
+from drift_eval.plugin.task_base import YamlTask
+from drift_eval.tasks.drift_french.data import read_conversations, read_requests, system_prompt
 
 
 def load_single_turn(prompt_language: str = "en", **_metadata):
@@ -87,11 +67,6 @@ class ForcedLengthTask(DriftTask):
 
 
 # ---------------------------------------------------------------------- conversations
-def read_conversations() -> list[dict]:
-    with open(os.path.join(HERE, "conversations.jsonl"), encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
 def load_conversations(prompt_language: str = "en", mode: str = "live", reinject_every: int = 0,
                        num_conversations: int | None = None, **_metadata):
     """``custom_dataset``: one doc per conversation (32 by default; ``--metadata``
@@ -118,11 +93,7 @@ class ConversationTask(DriftTask):
     """One ``generate_conversation`` request per doc, served by ``hf-drift``."""
 
     def construct_requests(self, doc, ctx, **kwargs):
-        from lm_eval.api.instance import Instance
-
-        gen = deepcopy(self.config.generation_kwargs)
-        return Instance(request_type=REQUEST_TYPE, doc=doc, arguments=(doc["spec"], gen), idx=0,
-                        metadata=kwargs.get("metadata", (None, None, None)))
+        return self.request(doc, CONVERSATION, doc["spec"], deepcopy(self.config.generation_kwargs), **kwargs)
 
 
 def process_conversation(doc, results):

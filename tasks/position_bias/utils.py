@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 
 from drift_eval.errors import DriftUsageError
-from drift_eval.task_base import YamlTask
+from drift_eval.plugin.request_types import POSITION_PROFILE
+from drift_eval.plugin.task_base import YamlTask
 
-from drift_eval.request_types import POSITION_PROFILE as REQUEST_TYPE
 ROLLOUTS = ("residual_aware", "attention_only", "abnar_zuidema")
 
 
@@ -21,11 +21,7 @@ def load_settings(length: int = 64, sequences: int = 8, **_metadata):
 
 class PositionBiasTask(YamlTask):
     def construct_requests(self, doc, ctx, **kwargs):
-        from lm_eval.api.instance import Instance
-
-        spec = json.dumps({"length": doc["length"], "sequences": doc["sequences"]})
-        return Instance(request_type=REQUEST_TYPE, doc=doc, arguments=(spec, {}), idx=0,
-                        metadata=kwargs.get("metadata", (None, None, None)))
+        return self.request(doc, POSITION_PROFILE, {"length": doc["length"], "sequences": doc["sequences"]}, **kwargs)
 
 
 PROFILES = (*ROLLOUTS, "gradient")

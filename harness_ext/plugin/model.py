@@ -9,21 +9,21 @@ model_args (besides everything ``hf`` accepts):
   after the first load (``DRIFT_CACHE_DIR``)
 * ``attention=sdpa|eager`` (default ``sdpa``): the stock attention that the bias wraps
 
-See ``compensation.py`` for the bias itself and ``spans.py`` for how the span is found.
+See ``drift_eval.compensation`` for the bias itself and how the span is found.
 """
 from __future__ import annotations
 
 import logging
 
-import torch
 from lm_eval.api.registry import register_model
 from lm_eval.models.huggingface import HFLM
 from lm_eval.models.utils import has_bos_prefix
 
-from . import compensation as comp
-from .errors import DriftUsageError
+from ..compensation import bias as comp
+from ..compensation.spans import system_span_end, token_counts
+from ..errors import DriftUsageError
+from ..settings import CompensationConfig
 from .local_models import cached_from_gguf
-from .spans import system_span_end, token_counts
 
 log = logging.getLogger("lm_eval_drift")
 
@@ -32,7 +32,7 @@ log = logging.getLogger("lm_eval_drift")
 class HFDriftLM(HFLM):
     def __init__(self, pretrained, compensation="none", strength=1.0, span="system",
                  gguf_file=None, attention="sdpa", **kwargs):
-        self.compensation = comp.CompensationConfig.parse(compensation, strength, span)
+        self.compensation = CompensationConfig.parse(compensation, strength, span)
         if attention not in comp.IMPLEMENTATIONS:
             raise DriftUsageError(f"unknown attention '{attention}': use sdpa or eager")
         if gguf_file and isinstance(pretrained, str):
@@ -45,12 +45,12 @@ class HFDriftLM(HFLM):
         self.set_compensation(self.compensation)
 
     # ------------------------------------------------------------------ settings
-    def set_compensation(self, config: comp.CompensationConfig) -> None:
+    def set_compensation(self, config: CompensationConfig) -> None:
         """Switch compensation between runs without reloading the model."""
         self.compensation = config
         self.drift_state.config = config
         if config.mode == "head" and config.active and self.drift_state.head_gammas is None:
-            from .calibration import head_gammas
+            from ..compensation.calibration import head_gammas
 
             self.drift_state.head_gammas = head_gammas(self.model, self.tokenizer)
 
@@ -115,10 +115,10 @@ class HFDriftLM(HFLM):
 
     # ------------------------------------------------------------------ conversations
     def generate_conversation(self, requests, disable_tqdm: bool = False):
-        """Serve multi-turn conversation requests (see ``conversation.py``)."""
+        """Serve multi-turn conversation requests (see ``drift_eval.measure.conversation``)."""
         from tqdm import tqdm
 
-        from .conversation import ConversationSpec, dump_messages, run_conversations
+        from ..measure.conversation import ConversationSpec, dump_messages, run_conversations
 
         n_turns = max((len(ConversationSpec.from_json(r.args[0]).user_turns) for r in requests), default=0)
         bar = tqdm(total=n_turns, desc=f"Running {len(requests)} conversations, turn by turn",
@@ -131,27 +131,27 @@ class HFDriftLM(HFLM):
 
     # ------------------------------------------------------------------ prompt forgetting
     def prompt_offsets(self, requests, disable_tqdm: bool = False):
-        """Serve teacher-forced prompt-pair requests for α (see ``alpha.py``)."""
-        from .alpha import serve_offsets
+        """Serve teacher-forced prompt-pair requests for α (see ``drift_eval.measure.alpha``)."""
+        from ..measure.alpha import serve_offsets
 
         return serve_offsets(self, requests)
 
     def continuation_nll(self, requests, disable_tqdm: bool = False):
-        """Serve continuation-perplexity requests for drift_ppl (see ``alpha.py``)."""
-        from .alpha import serve_nll
+        """Serve continuation-perplexity requests for drift_ppl (see ``drift_eval.measure.alpha``)."""
+        from ..measure.alpha import serve_nll
 
         return serve_nll(self, requests)
 
     # ------------------------------------------------------------------ positional bias
     def position_profile(self, requests, disable_tqdm: bool = False):
-        """Serve positional-bias requests (see ``position_bias.py``)."""
-        from .position_bias import serve
+        """Serve positional-bias requests (see ``drift_eval.measure.position_bias``)."""
+        from ..measure.position_bias import serve
 
         return serve(self, requests)
 
     # ------------------------------------------------------------------ output accessibility
     def accessibility(self, requests, disable_tqdm: bool = False):
-        """Serve cramming (output accessibility) requests (see ``cramming.py``)."""
-        from .cramming import serve
+        """Serve cramming (output accessibility) requests (see ``drift_eval.measure.cramming``)."""
+        from ..measure.cramming import serve
 
         return serve(self, requests)

@@ -35,8 +35,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from .errors import DriftUsageError
-from .request_types import ACCESSIBILITY as REQUEST_TYPE  # noqa: F401  (the type ``serve`` answers)
+from ..errors import DriftUsageError
 
 LR = 1e-2
 BETAS = (0.9, 0.9)
@@ -270,7 +269,7 @@ class Settings:
 
 def run(model, tokenizer, settings: Settings, text: str | None = None, progress=None) -> dict:
     """The whole measurement: targets, cramming sweep, radius, bound and fits (JSON-ready)."""
-    from .metrics import accessibility as acc
+    from ..metrics import accessibility as acc
 
     vocab = model.get_output_embeddings().weight.shape[0]
     if settings.targets == "random":
@@ -280,9 +279,9 @@ def run(model, tokenizer, settings: Settings, text: str | None = None, progress=
         if tokenizer is None:
             raise DriftUsageError("targets=text needs a tokenizer: give one or use targets=random")
         if text is None:
-            from .calibration import calibration_text
+            from ..files import prose_text
 
-            text = calibration_text()
+            text = prose_text()
         targets = text_targets(tokenizer, text, settings.lengths, settings.strings)
     anchor = anchor_token(tokenizer) if settings.anchor == "bos" else None
     if anchor is not None and anchor >= vocab:

@@ -9,13 +9,30 @@ Two entry-point groups are honoured, for this package and any other that declare
   lazily (imported only when a run asks for that model name).
 
 The explicit route needs none of this: ``lm_eval --include_path <folder>``.
+
+Why a hook at all, and when it goes: docs/architecture.md ("Registration"). Where the
+installed lm-eval reads a group itself (models: upstream PR #4013; tasks: PR #4015), the
+hook steps aside for that group, so nothing is indexed twice.
 """
 from __future__ import annotations
 
 import functools
 import importlib.util
+import inspect
 import os
 from importlib.metadata import entry_points
+
+
+def upstream_reads(group: str, *modules) -> bool:
+    """Whether lm-eval's own code (``modules``) reads the entry-point ``group``."""
+    for module in modules:
+        try:
+            source = inspect.getsource(module)
+        except (OSError, TypeError):
+            continue
+        if f'"{group}"' in source or f"'{group}'" in source:
+            return True
+    return False
 
 
 def task_folders() -> list[str]:
@@ -32,7 +49,7 @@ def task_folders() -> list[str]:
 def patch_task_manager(manager_module) -> None:
     """Make every ``TaskManager`` also index the entry-point task folders."""
     cls = manager_module.TaskManager
-    if getattr(cls.__init__, "_drift_patched", False):
+    if getattr(cls.__init__, "_drift_patched", False) or upstream_reads("lm_eval.tasks", manager_module):
         return
     original = cls.__init__
 
@@ -49,10 +66,14 @@ def patch_task_manager(manager_module) -> None:
     cls.__init__ = __init__
 
 
-def register_models() -> None:
-    """Add every ``lm_eval.models`` entry point to lm-eval's registry as a lazy placeholder."""
-    from lm_eval.api.registry import model_registry
+def register_models(models_module=None) -> None:
+    """Add every ``lm_eval.models`` entry point to lm-eval's registry as a lazy placeholder
+    (``models_module``: ``lm_eval.models``, which may still be importing)."""
+    import lm_eval.api.registry as registry
 
+    if upstream_reads("lm_eval.models", registry, models_module):
+        return
+    model_registry = registry.model_registry
     for ep in entry_points(group="lm_eval.models"):
         if ep.name not in model_registry:
             model_registry.register(ep.name, target=ep.value)
@@ -60,7 +81,7 @@ def register_models() -> None:
 
 def _needs_hf_drift(what):
     def method(self, requests, *args, **kwargs):
-        from .errors import DriftUsageError
+        from ..errors import DriftUsageError
 
         tasks = sorted({r.task_name for r in requests if getattr(r, "task_name", None)})
         raise DriftUsageError(

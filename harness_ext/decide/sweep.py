@@ -24,54 +24,28 @@ import json
 import os
 import time
 
-from .errors import DriftUsageError
-from .request_types import CONVERSATION
-from .results import MANIFEST, folder_name, load_output, setting_label
+from ..errors import DriftUsageError
+from ..files import read_json, write_json_atomic
+from ..plugin.request_types import CONVERSATION, NEEDS
+from ..settings import parse_settings
+from .results import MANIFEST, load_output
 
 BUILTIN_TYPES = ("generate_until", "loglikelihood", "loglikelihood_rolling")
-
-
-def parse_settings(text: str, span: str = "system") -> list:
-    """``none,log:0.1,const:0.25`` -> CompensationConfig list (duplicates dropped)."""
-    from .compensation import CompensationConfig
-
-    out, seen = [], set()
-    for item in (s.strip() for s in str(text).split(",")):
-        if not item:
-            continue
-        cfg = CompensationConfig.from_label(item, span)
-        lab = setting_label({"compensation": cfg.mode, "strength": cfg.strength, "span": cfg.span})
-        if lab not in seen:
-            seen.add(lab)
-            out.append(cfg)
-    if not out:
-        raise DriftUsageError("--settings is empty: give e.g. none,log:0.25,const:0.25")
-    return out
-
-
-def _label(cfg) -> str:
-    return setting_label({"compensation": cfg.mode, "strength": cfg.strength, "span": cfg.span})
 
 
 def _manifest(output: str, labels: list, options: dict) -> dict:
     path = os.path.join(output, MANIFEST)
     if os.path.isfile(path):
-        try:
-            with open(path, encoding="utf-8") as fh:
-                old = json.load(fh)
-        except json.JSONDecodeError:
-            raise DriftUsageError(f"{path} is damaged: delete it (finished settings are kept) and rerun") from None
+        old = read_json(path, "sweep manifest")
+        if not isinstance(old, dict):
+            raise DriftUsageError(f"{path} is not a sweep manifest: delete it (finished settings are kept) and rerun")
         diff = [k for k in options if old.get("options", {}).get(k) != options[k]]
         if diff:
             raise DriftUsageError(f"{output} holds a sweep run with other options ({', '.join(diff)} differ): "
                                   f"rerun with the same options, or use another --output")
         labels = list(old.get("settings", [])) + [lab for lab in labels if lab not in old.get("settings", [])]
     manifest = {"settings": labels, "tasks": options["tasks"], "options": options}
-    os.makedirs(output, exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(manifest, fh, indent=2)
-    os.replace(tmp, path)
+    write_json_atomic(path, manifest, indent=2)
     return manifest
 
 
@@ -168,8 +142,6 @@ def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limi
     """Run the sweep; returns {label: "done" | "skipped"}."""
     from lm_eval.utils import simple_parse_args_string
 
-    from .request_types import NEEDS
-
     configs = parse_settings(settings, span)
     task_list = [t.strip() for t in str(tasks).split(",") if t.strip()]
     if not task_list:
@@ -179,7 +151,7 @@ def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limi
     if clash:
         raise DriftUsageError(f"--model-args sets {', '.join(clash)}: give settings with --settings and --span instead")
     if "pretrained" not in margs:
-        from .local_models import smollm2_dir
+        from ..plugin.local_models import smollm2_dir
 
         margs["pretrained"] = smollm2_dir()
     try:
@@ -192,7 +164,7 @@ def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limi
     options = {"tasks": task_list, "model_args": {k: str(v) for k, v in margs.items()}, "limit": limit,
                "gen_kwargs": gen_kwargs or "", "apply_chat_template": bool(apply_chat_template),
                "metadata": meta, "span": span}
-    labels = [_label(c) for c in configs]
+    labels = [c.label() for c in configs]
     output = os.path.abspath(output)
     _manifest(output, labels, options)
     done = _finished(output, task_list)
@@ -210,7 +182,7 @@ def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limi
     from lm_eval.tasks import TaskManager
     from lm_eval.utils import make_table
 
-    from .model import HFDriftLM
+    from ..plugin.model import HFDriftLM
 
     t0 = time.perf_counter()
     log(f"loading {margs['pretrained']} once for {len(todo)} setting(s)...")
@@ -218,16 +190,18 @@ def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limi
     log(f"model loaded in {time.perf_counter() - t0:.1f} s")
     # Indexing lm-eval's ~15,000 built-in task files takes seconds; a sweep of the installed
     # plugins' tasks (the drift tasks) does not need it.
-    task_manager = TaskManager(include_defaults=False, metadata={**margs, **meta})
+    from drift_eval.tasks import task_folder
+
+    task_manager = TaskManager(include_path=[task_folder()], include_defaults=False, metadata={**margs, **meta})
     if any(t not in task_manager.all_tasks for t in task_list):
-        task_manager = TaskManager(metadata={**margs, **meta})
+        task_manager = TaskManager(include_path=[task_folder()], metadata={**margs, **meta})
     unknown = [t for t in task_list if t not in task_manager.all_tasks]
     if unknown:
         raise DriftUsageError(f"unknown task(s) {', '.join(unknown)}: 'lm-eval ls tasks' lists them")
     chat = bool(apply_chat_template)
     for c, lab in todo:
         i = labels.index(lab) + 1
-        folder = os.path.join(output, folder_name(lab))
+        folder = os.path.join(output, c.folder())
         cache = os.path.join(folder, "cache", "requests")
         before = _cached_before(cache + "_rank0.db") if use_cache else 0
         log(f"[{i}/{len(labels)}] {lab}: running {', '.join(task_list)}"
@@ -239,7 +213,7 @@ def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limi
         t1 = time.perf_counter()
         try:
             results = lm_eval.simple_evaluate(
-                model=lm, model_args={**margs, "compensation": c.mode, "strength": c.strength, "span": c.span},
+                model=lm, model_args={**margs, **c.model_args()},
                 tasks=task_list, batch_size=batch_size, device=device, limit=limit, gen_kwargs=gen,
                 use_cache=cache if use_cache else None, log_samples=True, evaluation_tracker=tracker,
                 apply_chat_template=chat, fewshot_as_multiturn=chat, task_manager=task_manager)

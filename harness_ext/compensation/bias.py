@@ -13,6 +13,9 @@ the whole prompt), the bias is
 * ``head``:  ``S * gamma[layer, head] * log((q + 1) / P)``, where ``gamma`` is each head's
   own measured dilution exponent (see ``calibration.py``).
 
+The setting itself (``CompensationConfig``: shape, strength, span, label) is parsed in
+``drift_eval.settings``, which needs no torch.
+
 Token 0 (the attention sink) never receives a bias. The bias enters through transformers'
 ``AttentionInterface`` as two registered implementations, ``drift_sdpa`` and
 ``drift_eager``, that wrap the stock ones; positions come from the 2-D attention mask that
@@ -20,53 +23,15 @@ every forward call receives, so the bias is exact under the KV cache and with le
 """
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass, field
 
 import torch
 
-from .errors import DriftUsageError
+from ..measure.capture import attention_modules
+from ..settings import CompensationConfig
 
-MODES = ("none", "log", "const", "head")
-SPANS = ("system", "prompt")
 IMPLEMENTATIONS = {"sdpa": "drift_sdpa", "eager": "drift_eager"}
-
-
-@dataclass(frozen=True)
-class CompensationConfig:
-    mode: str = "none"
-    strength: float = 1.0
-    span: str = "system"
-
-    @classmethod
-    def parse(cls, mode="none", strength=1.0, span="system") -> "CompensationConfig":
-        mode = str(mode).strip().lower()
-        if mode not in MODES:
-            raise DriftUsageError(f"unknown compensation '{mode}': use one of {', '.join(MODES)}")
-        try:
-            strength = float(strength)
-        except (TypeError, ValueError):
-            raise DriftUsageError(f"strength must be a number >= 0, got '{strength}'") from None
-        if not math.isfinite(strength) or strength < 0:
-            raise DriftUsageError(f"strength must be a finite number >= 0, got {strength}")
-        span = str(span).strip().lower()
-        if span not in SPANS:
-            raise DriftUsageError(f"unknown span '{span}': use one of {', '.join(SPANS)}")
-        return cls(mode, strength, span)
-
-    @classmethod
-    def from_label(cls, label: str, span="system") -> "CompensationConfig":
-        """``none``, ``log``, ``log:0.25``, ``const:0.5``...: the form ``label()`` writes."""
-        mode, _, strength = str(label).strip().partition(":")
-        return cls.parse(mode, strength if strength.strip() else 1.0, span)
-
-    @property
-    def active(self) -> bool:
-        return self.mode != "none" and self.strength > 0
-
-    def label(self) -> str:
-        return "none" if self.mode == "none" else f"{self.mode}:{self.strength:g}"
 
 
 def const_level(span_end, prompt_len, gen_len):
@@ -86,7 +51,6 @@ class DriftState:
     span_end: torch.Tensor | None = None  # (B,) P per row; None: no compensation
     const: torch.Tensor | None = None  # (B,) c per row, for mode "const"
     positions: torch.Tensor | None = None  # (B, T) logical positions, -1 on padding
-    capture: dict | None = field(default=None, repr=False)  # layer -> list of span shares
     _masks: dict = field(default_factory=dict, repr=False)  # per-forward cache
 
     def set_rows(self, span_end, prompt_len=None, gen_len=None):
@@ -187,15 +151,6 @@ def _merge_mask(attention_mask, bias, query, key):
     return attention_mask + bias
 
 
-def _shares(weights: torch.Tensor, state: DriftState, k_len: int) -> torch.Tensor:
-    """Attention mass on the span's keys, per (row, head, query)."""
-    pos = state.positions
-    kpos = pos[:, pos.shape[1] - k_len :].to(weights.device)
-    P = state.span_end.to(weights.device)[:, None]
-    in_span = ((kpos >= 1) & (kpos < P)).to(weights.dtype)
-    return torch.einsum("bhqk,bk->bhq", weights, in_span)
-
-
 def drift_sdpa(module, query, key, value, attention_mask, **kwargs):
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -210,10 +165,7 @@ def drift_eager(module, query, key, value, attention_mask, **kwargs):
     state = getattr(module, "_drift_state", None)
     if state is not None:
         attention_mask = state.mask_for(module.layer_idx, attention_mask, query, key)
-    out, weights = eager(module, query, key, value, attention_mask, **kwargs)
-    if state is not None and state.capture is not None and state.span_end is not None:
-        state.capture.setdefault(module.layer_idx, []).append(_shares(weights, state, key.shape[2]).detach().cpu())
-    return out, weights
+    return eager(module, query, key, value, attention_mask, **kwargs)
 
 
 _registered = False
@@ -232,13 +184,6 @@ def register_attention() -> None:
     AttentionMaskInterface.register("drift_sdpa", sdpa_mask)
     AttentionMaskInterface.register("drift_eager", eager_mask)
     _registered = True
-
-
-def attention_modules(model) -> list:
-    """The self-attention modules (those with a ``layer_idx``), in layer order."""
-    mods = [m for m in model.modules() if hasattr(m, "layer_idx") and hasattr(m, "config")
-            and type(m).__name__.endswith("Attention")]
-    return sorted(mods, key=lambda m: m.layer_idx)
 
 
 def set_implementation(model, impl: str) -> None:

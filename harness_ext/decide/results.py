@@ -18,13 +18,14 @@ Problems stop with one ``DriftUsageError`` line saying what to do.
 from __future__ import annotations
 
 import glob
-import json
 import math
 import os
 import re
 from dataclasses import dataclass, field
 
-from .errors import DriftUsageError
+from ..errors import DriftUsageError
+from ..files import read_json, read_jsonl
+from ..settings import folder_name, setting_label  # noqa: F401  (folder_name: the sweep's layout)
 
 MANIFEST = "sweep.json"
 _RESULTS_RE = re.compile(r"^results_(?P<date>.+)\.json$")
@@ -44,12 +45,15 @@ class Metric:
     per_sample: dict | None = None     # doc_id -> value, when samples were logged
     higher_is_better: bool | None = None
 
+    def spread(self) -> str:
+        """``, 95% CI [lo, hi], n=N`` (the parts that are known)."""
+        ci = "" if math.isnan(self.lower) else f", 95% CI [{self.lower:.4f}, {self.upper:.4f}]"
+        return ci + ("" if self.n is None else f", n={self.n}")
+
     def describe(self) -> str:
         se = f" ± {self.stderr:.4f} (stderr)" if isinstance(self.stderr, float) else ""
-        ci = "" if math.isnan(self.lower) else f", 95% CI [{self.lower:.4f}, {self.upper:.4f}]"
-        n = "" if self.n is None else f", n={self.n}"
         val = f"{self.value:.4f}" if isinstance(self.value, float) else repr(self.value)
-        return f"{self.task}/{self.name} under {self.setting}: {val}{se}{ci}{n}"
+        return f"{self.task}/{self.name} under {self.setting}: {val}{se}{self.spread()}"
 
     __repr__ = describe
 
@@ -84,49 +88,6 @@ def _float(v):
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def setting_label(model_args) -> str:
-    """``none``, ``log:0.25``, ... from a results file's ``config.model_args`` (a dict, or the
-    ``key=value,...`` string lm-eval keeps for some callers). ``span=prompt`` is appended as
-    ``@prompt``."""
-    from .compensation import CompensationConfig
-
-    if isinstance(model_args, str):
-        model_args = dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
-    model_args = model_args or {}
-    cfg = CompensationConfig.parse(model_args.get("compensation", "none"), model_args.get("strength", 1.0),
-                                   model_args.get("span", "system"))
-    label = cfg.label()
-    return label if cfg.span == "system" or cfg.mode == "none" else f"{label}@{cfg.span}"
-
-
-def folder_name(label: str) -> str:
-    """The folder a sweep writes a setting to (``log:0.25`` -> ``log_0.25``)."""
-    return label.replace(":", "_").replace("@", "_")
-
-
-def _read_json(path):
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise DriftUsageError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}): the file is damaged; "
-                              f"delete it and rerun that setting") from None
-
-
-def _read_samples(path):
-    out = []
-    with open(path, encoding="utf-8") as fh:
-        for i, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                raise DriftUsageError(f"{path} line {i} is not valid JSON: the samples file is damaged or was cut "
-                                      f"short; delete it and rerun that setting") from None
-    return out
-
-
 def _task_results(res: dict, path: str, folder: str, date: str) -> dict:
     out = {}
     groups = set(res.get("groups", {}) or {})
@@ -157,7 +118,7 @@ def _task_results(res: dict, path: str, folder: str, date: str) -> dict:
             if not tr.is_group:
                 files = glob.glob(os.path.join(glob.escape(folder), f"samples_{glob.escape(name)}_{glob.escape(date)}.jsonl"))
                 if files:
-                    tr.samples = _read_samples(files[0])
+                    tr.samples = read_jsonl(files[0], "samples file")
             out[name] = tr
     return out
 
@@ -192,7 +153,7 @@ class Output:
         return self.settings[label]
 
     def metric(self, task: str, name: str, setting: str = "none") -> Metric:
-        from drift_eval.metrics import stats
+        from ..metrics import stats
 
         tr = self.setting(setting).task(task)
         if name not in tr.values:
@@ -232,7 +193,7 @@ class Output:
         """Paired difference ``setting − baseline`` on the samples both logged; for fitted
         metrics without per-sample values (drift_alpha's α), a z test on their standard
         errors; None when neither is possible."""
-        from drift_eval.metrics import stats
+        from ..metrics import stats
 
         a, b = self.metric(task, name, setting), self.metric(task, name, baseline)
         if not a.per_sample or not b.per_sample:
@@ -267,7 +228,7 @@ def load_output(root, allow_partial: bool = False) -> Output:
     manifest = None
     mpath = os.path.join(root, MANIFEST)
     if os.path.isfile(mpath):
-        manifest = _read_json(mpath)
+        manifest = read_json(mpath, "sweep manifest")
         if not isinstance(manifest, dict) or not isinstance(manifest.get("settings"), list):
             raise DriftUsageError(f"{mpath} is not a sweep manifest (no 'settings' list): delete it or rerun the sweep")
     files = _results_files(root)
@@ -277,7 +238,7 @@ def load_output(root, allow_partial: bool = False) -> Output:
     settings: dict = {}
     dated = []
     for path in files:
-        res = _read_json(path)
+        res = read_json(path, "results file")
         if not isinstance(res, dict) or not isinstance(res.get("results"), dict) or not isinstance(res.get("config"), dict):
             raise DriftUsageError(f"{path} is not an lm-eval results file (no 'results' or 'config' object)")
         date = _RESULTS_RE.match(os.path.basename(path)).group("date")

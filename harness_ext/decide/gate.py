@@ -19,7 +19,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from .errors import DriftUsageError
+from ..errors import DriftUsageError
 
 ON = {"value": "value", "lower": "lower 95% bound", "upper": "upper 95% bound"}
 RULE_KEYS = {"name", "task", "metric", "setting", "on", "min", "max"}
@@ -63,12 +63,10 @@ def check(output, task: str, metric: str, setting: str = "none", min=None, max=N
         failed.append(f"> max {hi_lim:g}")
     bounds = " and ".join(filter(None, [f">= {lo_lim:g}" if lo_lim is not None else "",
                                          f"<= {hi_lim:g}" if hi_lim is not None else ""]))
-    ci = "" if math.isnan(m.lower) else f", 95% CI [{m.lower:.4f}, {m.upper:.4f}]"
-    n = "" if m.n is None else f", n={m.n}"
     label = name or f"{task}/{metric} [{setting}] {ON[on]} {bounds}"
     if failed:
         msg = (f"{task}/{metric} under {setting}: {ON[on]} {observed:.4f} {' and '.join(failed)} "
-               f"(value {m.value:.4f}{ci}{n})")
+               f"(value {m.value:.4f}{m.spread()})")
     else:
         msg = f"{task}/{metric} under {setting}: {ON[on]} {observed:.4f} {bounds}"
     return Outcome(label, not failed, msg)

@@ -17,63 +17,40 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import compensation as comp
-from .request_types import POSITION_PROFILE as REQUEST_TYPE  # noqa: F401  (the type ``serve`` answers)
-
-
-def _blocks(model):
-    """(decoder block, its attention module) per layer, in layer order."""
-    names = dict(model.named_modules())
-    pairs = []
-    for attn in comp.attention_modules(model):
-        name = next(n for n, m in names.items() if m is attn)
-        pairs.append((names[name.rsplit(".", 1)[0]], attn))
-    return pairs
+from ..errors import DriftUsageError
+from .capture import attention, capture
 
 
 def measure(model, input_ids: torch.Tensor) -> dict:
     """``lambdas`` (L,), ``kernels`` (L, n, n) and ``gradient_profile`` (n,) as NumPy arrays."""
     if input_ids.ndim != 2:
         raise ValueError("input_ids must be (sequences, length) with no padding")
-    previous = model.config._attn_implementation
-    comp.install(model)  # keeps hf-drift's setting as it is
-    comp.set_base(model, "eager")
-    sums = {}
-    hooks = []
-    for t, (block, attn) in enumerate(_blocks(model)):
-        def pre(mod, args, kwargs, t=t):
-            x = args[0] if args else kwargs["hidden_states"]
-            sums.setdefault(t, {})["x"] = x.detach().float().norm(dim=-1)
+    x_norm, lambdas, kernels = {}, {}, {}
 
-        def post(mod, args, kwargs, out, t=t):
-            a = out[0] if isinstance(out, tuple) else out
-            an = a.detach().float().norm(dim=-1)
-            sums[t]["lam"] = (an / (sums[t]["x"] + an)).mean().item()
+    def block_input(t, x):
+        x_norm[t] = x.detach().float().norm(dim=-1)
 
-        hooks.append(block.register_forward_pre_hook(pre, with_kwargs=True))
-        hooks.append(attn.register_forward_hook(post, with_kwargs=True))
-    try:
-        with torch.no_grad():
-            out = model(input_ids=input_ids, output_attentions=True)
-        kernels = np.stack([a.float().mean(dim=(0, 1)).cpu().numpy() for a in out.attentions])
-        lambdas = np.array([sums[t]["lam"] for t in range(len(kernels))])
-    finally:
-        for h in hooks:
-            h.remove()
-    comp.set_implementation(model, previous)
+    def attention_output(t, a, weights):
+        an = a.detach().float().norm(dim=-1)
+        lambdas[t] = (an / (x_norm.pop(t) + an)).mean().item()
+        kernels[t] = weights.float().mean(dim=(0, 1)).cpu().numpy()  # over sequences and heads
+
+    with attention(model, "eager"), capture(model, block_input=block_input, attention_output=attention_output), \
+            torch.no_grad():
+        model(input_ids=input_ids)
     emb = model.get_input_embeddings()(input_ids).detach().requires_grad_(True)
     logits = model(inputs_embeds=emb).logits[:, -1].float()
     torch.softmax(logits, dim=-1).max(dim=-1).values.sum().backward()
     grad = emb.grad.float().norm(dim=-1).mean(dim=0).cpu().numpy()
-    return {"lambdas": lambdas, "kernels": kernels, "gradient_profile": grad / grad.sum()}
+    return {"lambdas": np.array([lambdas[t] for t in sorted(lambdas)]),
+            "kernels": np.stack([kernels[t] for t in sorted(kernels)]),
+            "gradient_profile": grad / grad.sum()}
 
 
 def fixed_length_sequences(tokenizer, text: str, length: int, count: int) -> torch.Tensor:
     """``count`` consecutive, non-overlapping ``length``-token windows of ``text``."""
     ids = tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"][0]
     if len(ids) < length * count:
-        from .errors import DriftUsageError
-
         raise DriftUsageError(f"the text has {len(ids)} tokens; {count} sequences of {length} need "
                               f"{length * count}: give a longer text or fewer/shorter sequences")
     return ids[: length * count].reshape(count, length)
@@ -81,7 +58,7 @@ def fixed_length_sequences(tokenizer, text: str, length: int, count: int) -> tor
 
 def profiles(model, input_ids: torch.Tensor) -> dict:
     """Predicted and empirical influence profiles, and their comparisons."""
-    from .metrics import rollout as ro
+    from ..metrics import rollout as ro
 
     m = measure(model, input_ids)
     ks, lam, grad = list(m["kernels"]), m["lambdas"], m["gradient_profile"]
@@ -103,11 +80,11 @@ def serve(lm, requests) -> list[str]:
     ``profiles`` on the shipped prose."""
     import json
 
-    from .calibration import calibration_text
+    from ..files import prose_text
 
     out = []
     for r in requests:
         spec = json.loads(r.args[0])
-        ids = fixed_length_sequences(lm.tokenizer, calibration_text(), int(spec["length"]), int(spec["sequences"]))
+        ids = fixed_length_sequences(lm.tokenizer, prose_text(), int(spec["length"]), int(spec["sequences"]))
         out.append(json.dumps(profiles(lm.model, ids.to(lm.model.device))))
     return out

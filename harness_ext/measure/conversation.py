@@ -18,8 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-from .errors import DriftUsageError
-from .request_types import CONVERSATION as REQUEST_TYPE
+from ..errors import DriftUsageError
 
 MODES = ("live", "fixed")
 

@@ -21,24 +21,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .errors import DriftUsageError
-from .metrics import alpha as am
+from ..errors import DriftUsageError
+from ..files import read_jsonl, read_text
+from ..metrics import alpha as am
+from ..tasks.drift_alpha.data import AXES  # noqa: F401  (the variant axes of a scene)
+from .capture import capture, decoder_blocks
 
 SEPARATOR = "\n\n"
-AXES = ("detail", "paraphrase", "genre", "translation")
 
 
 # ---------------------------------------------------------------------------- inputs
-def decoder_layers(model) -> list:
-    """The model's decoder blocks, in order: the ModuleList as long as the layer count."""
-    n = getattr(model.config, "num_hidden_layers", None)
-    for mod in model.modules():
-        if isinstance(mod, torch.nn.ModuleList) and len(mod) == n:
-            return list(mod)
-    raise DriftUsageError(f"cannot find the decoder blocks of {type(model).__name__} "
-                          "(no ModuleList of num_hidden_layers modules)")
-
-
 def prompt_ids(tokenizer, text: str) -> list[int]:
     ids = tokenizer(text)["input_ids"]
     if not ids:
@@ -63,7 +55,7 @@ def continuation_ids(tokenizer, texts: list[str], length: int | None) -> tuple[l
 
 def read_continuations(source: str = "bundled", n: int = 16) -> list[str]:
     """The shared continuations: ``bundled`` (written for this project, see
-    ``tasks/drift_alpha/DATA.md``), ``wikitext`` (WikiText-103 validation articles from the
+    ``tasks/drift_alpha/README.md``), ``wikitext`` (WikiText-103 validation articles from the
     Hugging Face hub, as in the original study; needs the network), or a file: ``.jsonl``
     with a ``text`` field per line, or plain text whose passages are separated by blank
     lines holding only ``---``."""
@@ -72,10 +64,9 @@ def read_continuations(source: str = "bundled", n: int = 16) -> list[str]:
     if n < 2:
         raise DriftUsageError(f"the α metric needs at least two continuations, got n_continuations={n}")
     if source == "bundled":
-        from importlib.resources import files
+        from ..tasks.drift_alpha.data import read_continuations as bundled
 
-        path = str(files("drift_eval.tasks") / "drift_alpha" / "continuations.jsonl")
-        texts = _read_file(path)
+        texts = bundled()
     elif source == "wikitext":
         texts = _wikitext(n)
     elif os.path.isfile(source):
@@ -88,13 +79,9 @@ def read_continuations(source: str = "bundled", n: int = 16) -> list[str]:
 
 
 def _read_file(path: str) -> list[str]:
-    with open(path, encoding="utf-8") as fh:
-        if path.endswith(".jsonl"):
-            try:
-                return [json.loads(line)["text"] for line in fh if line.strip()]
-            except (ValueError, KeyError, TypeError):
-                raise DriftUsageError(f"{path}: every line must be a JSON object with a 'text' field") from None
-        parts = [p.strip() for p in fh.read().split("\n---\n")]
+    if path.endswith(".jsonl"):
+        return [str(r["text"]) for r in read_jsonl(path, "continuation file", required=("text",))]
+    parts = [p.strip() for p in read_text(path, "continuation file").split("\n---\n")]
     return [p for p in parts if p]
 
 
@@ -131,38 +118,25 @@ def _batch_size(lm_or_value) -> int:
 
 
 # ---------------------------------------------------------------------------- forwards
-class _Capture:
-    """Forward hooks that keep block outputs at chosen columns (and optional row sums)."""
+class _Windows:
+    """Keeps, per layer, the block outputs at chosen columns (and optionally the sums of
+    the last ``T`` positions of chosen rows, for σ): the ``block_output`` callback of
+    ``capture``."""
 
-    def __init__(self, layers):
-        self.layers = layers
+    def __init__(self, n_layers):
         self.cols = None
         self.stat_rows = None  # rows whose last ``T`` positions feed the σ statistics
         self.T = 0
-        self.windows = [None] * len(layers)
-        self.sums = [None] * len(layers)
-        self.sumsqs = [None] * len(layers)
-        self._handles = []
+        self.windows = [None] * n_layers
+        self.sums = [None] * n_layers
+        self.sumsqs = [None] * n_layers
 
-    def __enter__(self):
-        for i, layer in enumerate(self.layers):
-            self._handles.append(layer.register_forward_hook(self._hook(i)))
-        return self
-
-    def __exit__(self, *exc):
-        for h in self._handles:
-            h.remove()
-        self._handles.clear()
-
-    def _hook(self, i):
-        def hook(module, args, out):
-            h = out[0] if isinstance(out, (tuple, list)) else out
-            self.windows[i] = h[:, self.cols, :].float()
-            if self.stat_rows is not None and len(self.stat_rows):
-                tail = h[self.stat_rows, -self.T:, :].double()
-                self.sums[i] = tail.sum((0, 1))
-                self.sumsqs[i] = (tail * tail).sum((0, 1))
-        return hook
+    def __call__(self, i, h):
+        self.windows[i] = h[:, self.cols, :].float()
+        if self.stat_rows is not None and len(self.stat_rows):
+            tail = h[self.stat_rows, -self.T:, :].double()
+            self.sums[i] = tail.sum((0, 1))
+            self.sumsqs[i] = (tail * tail).sum((0, 1))
 
 
 def _padded(rows: list[list[int]], pad_id: int, device):
@@ -239,7 +213,7 @@ def scene_offsets(model, tokenizer, base: str, variants: dict[str, str], cont_id
     if len(cont_ids) < 2:
         raise DriftUsageError("the α metric needs at least two continuations")
     T = len(cont_ids[0])
-    layers = decoder_layers(model)
+    L = len(decoder_blocks(model))
     device = next(model.parameters()).device
     t_pos = am.window_positions(windows)
     prompts = {"base": prompt_ids(tokenizer, base)}
@@ -247,7 +221,6 @@ def scene_offsets(model, tokenizer, base: str, variants: dict[str, str], cont_id
     order = ["base", *variants]
     jobs = [(ci, name) for ci in range(len(cont_ids)) for name in order]
     d = model.config.hidden_size
-    L = len(layers)
     sums = SceneSums(torch.zeros(L, d, dtype=torch.float64, device=device),
                      torch.zeros(L, d, dtype=torch.float64, device=device))
     for axis in variants:
@@ -256,8 +229,8 @@ def scene_offsets(model, tokenizer, base: str, variants: dict[str, str], cont_id
         sums.k[axis] = 0
     base_windows = {}
     pad = _pad_id(tokenizer)
-    cap = _Capture(layers)
-    with cap, torch.no_grad():
+    cap = _Windows(L)
+    with capture(model, block_output=cap), torch.no_grad():
         for b0 in range(0, len(jobs), batch_size):
             batch = jobs[b0:b0 + batch_size]
             rows = [prompts[name] + cont_ids[ci] for ci, name in batch]

@@ -2,8 +2,8 @@
 
 Under uniform attention a fixed span's share of a query's attention falls like
 ``P / (q + 1)``; a real head dilutes at its own rate. We measure it: the model reads a
-calibration conversation (a French-only system prompt, a user request, and a fixed
-English prose answer shipped in ``data/calibration_continuation.txt``) with eager
+calibration conversation (the drift_french tasks' system prompt, a user request, and a
+fixed English prose answer shipped in ``data/calibration_continuation.txt``) with eager
 attention; for every layer and head we take the attention mass ``m(q)`` that query ``q``
 puts on the span's keys (token 0 excluded) and fit ``log m(q) = a - kappa * log((q+1)/P)``
 by least squares over the answer's positions (the first ``SKIP`` skipped). The head's
@@ -21,17 +21,19 @@ import os
 import numpy as np
 import torch
 
-VERSION = 1
+from ..files import prose_text
+
+VERSION = 2
 SKIP = 8
 KAPPA_MAX = 2.0
-SYSTEM_PROMPT = "You must answer only in French, whatever language the user writes in."
 USER_PROMPT = "Tell me a long story about a lighthouse keeper."
 
 
-def calibration_text() -> str:
-    here = os.path.dirname(__file__)
-    with open(os.path.join(here, "data", "calibration_continuation.txt"), encoding="utf-8") as fh:
-        return fh.read().strip()
+def calibration_system_prompt() -> str:
+    """The system prompt of the drift_french tasks (English wording)."""
+    from drift_eval.tasks.drift_french.data import system_prompt
+
+    return system_prompt("en")
 
 
 def fit_kappa(shares: np.ndarray, qpos: np.ndarray, span_end: int) -> np.ndarray:
@@ -55,47 +57,45 @@ def model_fingerprint(model) -> str:
 
 def head_gammas(model, tokenizer, use_cache: bool = True) -> torch.Tensor:
     """(layers, heads) per-head strengths for ``model``; computed once, then cached."""
-    from . import compensation as comp
-    from .local_models import cache_dir
+    from ..files import read_json, write_json_atomic
+    from ..measure import capture
+    from ..plugin.local_models import cache_dir
+    from . import bias
     from .spans import system_span_end, token_count_before
 
     path = os.path.join(cache_dir("head_calibration"), model_fingerprint(model) + ".json")
     if use_cache and os.path.isfile(path):
-        with open(path, encoding="utf-8") as fh:
-            return torch.tensor(json.load(fh)["gamma"], dtype=torch.float32)
+        return torch.tensor(read_json(path)["gamma"], dtype=torch.float32)
 
-    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": USER_PROMPT},
-                {"role": "assistant", "content": calibration_text()}]
+    system = calibration_system_prompt()
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": USER_PROMPT},
+                {"role": "assistant", "content": prose_text()}]
     if getattr(tokenizer, "chat_template", None):
         text = tokenizer.apply_chat_template(messages, tokenize=False)
     else:
         text = "\n\n".join(m["content"] for m in messages)
-    end_char = system_span_end(text, tokenizer, SYSTEM_PROMPT)
+    end_char = system_span_end(text, tokenizer, system)
     enc = tokenizer(text, return_tensors="pt", add_special_tokens=False)
     span_end = token_count_before(text, end_char, tokenizer, add_special_tokens=False)
+    n = enc["input_ids"].shape[1]
+    qpos = np.arange(n)
+    keep = qpos >= span_end + SKIP
+    rows = {}
+
+    def span_shares(layer, out, weights):  # (1, heads, q, k) -> kappa per head
+        shares = weights[0, :, :, 1:span_end].float().sum(-1).cpu().numpy()  # token 0 excluded
+        rows[layer] = np.clip(fit_kappa(shares[:, keep], qpos[keep], span_end), 0.0, KAPPA_MAX)
+
     device = next(model.parameters()).device
-    state = comp.install(model)  # keeps the model's own setting, restored below
-    previous, setting = model.config._attn_implementation, state.config
-    state.config = comp.CompensationConfig("none")  # measure stock attention
-    comp.set_base(model, "eager")
-    state.span_end = torch.tensor([span_end])
-    state.capture = {}
+    state = bias.install(model)  # keeps the model's own setting, restored below
+    setting = state.config
+    state.config = bias.CompensationConfig("none")  # measure stock attention
     try:
-        with torch.no_grad():
+        with capture.attention(model, "eager"), capture.capture(model, attention_output=span_shares), \
+                torch.no_grad():
             model(**{k: v.to(device) for k, v in enc.items()})
-        n = enc["input_ids"].shape[1]
-        qpos = np.arange(n)
-        keep = qpos >= span_end + SKIP
-        rows = []
-        for layer in sorted(state.capture):
-            shares = state.capture[layer][0][0].float().numpy()  # (heads, queries)
-            rows.append(np.clip(fit_kappa(shares[:, keep], qpos[keep], span_end), 0.0, KAPPA_MAX))
     finally:
-        state.capture = None
-        state.clear_rows()
         state.config = setting
-        comp.set_implementation(model, previous)
-    gamma = np.stack(rows).round(6)  # what the cache file holds, so both routes agree
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump({"version": VERSION, "span_end": span_end, "tokens": int(n), "gamma": gamma.tolist()}, fh)
+    gamma = np.stack([rows[i] for i in sorted(rows)]).round(6)  # what the cache file holds, so both routes agree
+    write_json_atomic(path, {"version": VERSION, "span_end": span_end, "tokens": int(n), "gamma": gamma.tolist()})
     return torch.tensor(gamma, dtype=torch.float32)

@@ -1,0 +1,26 @@
+"""Base for the project's Python task classes, built by lm-eval from their YAML."""
+from __future__ import annotations
+
+import json
+
+from lm_eval.api.task import ConfigurableTask
+
+
+class YamlTask(ConfigurableTask):
+    """A ``ConfigurableTask`` named by ``class: !function ...`` in a task YAML: lm-eval hands
+    the whole config, ``class`` entry included, which ``TaskConfig`` does not accept."""
+
+    def __init__(self, config=None):
+        config = dict(config or {})
+        config.pop("class", None)
+        super().__init__(config=config)
+
+    def request(self, doc, request_type: str, argument, gen_kwargs=None, **kwargs):
+        """One request of ``request_type`` for ``doc``: ``arguments`` are ``argument`` (a
+        JSON-able value is sent as JSON text) and the generation kwargs."""
+        from lm_eval.api.instance import Instance
+
+        if not isinstance(argument, str):
+            argument = json.dumps(argument, ensure_ascii=False)
+        return Instance(request_type=request_type, doc=doc, arguments=(argument, gen_kwargs or {}), idx=0,
+                        metadata=kwargs.get("metadata", (None, None, None)))

@@ -1,0 +1,102 @@
+"""Compensation settings: parsing, labels and folder names. Pure Python, no torch.
+
+A setting is a compensation shape, a strength and a span. It is written as a *label*
+(``none``, ``log:0.25``, ``const:0.5``, ``head:1``; ``@prompt`` is appended for
+``span=prompt``), the form every command takes and every report and gate shows. A sweep
+stores each setting in a folder named after its label (``log:0.25`` -> ``log_0.25``).
+The bias itself is in ``drift_eval.compensation``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .errors import DriftUsageError
+
+MODES = ("none", "log", "const", "head")
+SPANS = ("system", "prompt")
+
+
+@dataclass(frozen=True)
+class CompensationConfig:
+    mode: str = "none"
+    strength: float = 1.0
+    span: str = "system"
+
+    @classmethod
+    def parse(cls, mode="none", strength=1.0, span="system") -> "CompensationConfig":
+        mode = str(mode).strip().lower()
+        if mode not in MODES:
+            raise DriftUsageError(f"unknown compensation '{mode}': use one of {', '.join(MODES)}")
+        try:
+            strength = float(strength)
+        except (TypeError, ValueError):
+            raise DriftUsageError(f"strength must be a number >= 0, got '{strength}'") from None
+        if not math.isfinite(strength) or strength < 0:
+            raise DriftUsageError(f"strength must be a finite number >= 0, got {strength}")
+        span = str(span).strip().lower()
+        if span not in SPANS:
+            raise DriftUsageError(f"unknown span '{span}': use one of {', '.join(SPANS)}")
+        return cls(mode, strength, span)
+
+    @classmethod
+    def from_label(cls, label: str, span="system") -> "CompensationConfig":
+        """``none``, ``log``, ``log:0.25``, ``const:0.5@prompt``...: the form ``label()`` writes
+        (a ``@span`` suffix overrides ``span``)."""
+        text, _, suffix = str(label).strip().partition("@")
+        mode, _, strength = text.partition(":")
+        return cls.parse(mode, strength if strength.strip() else 1.0, suffix or span)
+
+    @classmethod
+    def from_model_args(cls, model_args) -> "CompensationConfig":
+        """The setting in a results file's ``config.model_args``: a dict, or the
+        ``key=value,...`` string lm-eval keeps for some callers (``none`` when absent)."""
+        if isinstance(model_args, str):
+            model_args = dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
+        model_args = model_args if isinstance(model_args, dict) else {}
+        return cls.parse(model_args.get("compensation", "none"), model_args.get("strength", 1.0),
+                         model_args.get("span", "system"))
+
+    @property
+    def active(self) -> bool:
+        return self.mode != "none" and self.strength > 0
+
+    def label(self) -> str:
+        """``none``, ``log:0.25``...; ``@prompt`` marks ``span=prompt`` (the default span,
+        ``system``, is not written)."""
+        base = "none" if self.mode == "none" else f"{self.mode}:{self.strength:g}"
+        return base if self.span == "system" or self.mode == "none" else f"{base}@{self.span}"
+
+    def folder(self) -> str:
+        """The folder a sweep writes this setting to (``log:0.25`` -> ``log_0.25``)."""
+        return folder_name(self.label())
+
+    def model_args(self) -> dict:
+        """The ``hf-drift`` model_args of this setting."""
+        return {"compensation": self.mode, "strength": self.strength, "span": self.span}
+
+
+def folder_name(label: str) -> str:
+    """The folder a sweep writes a setting to (``log:0.25`` -> ``log_0.25``)."""
+    return label.replace(":", "_").replace("@", "_")
+
+
+def setting_label(model_args) -> str:
+    """The label of the setting in a results file's ``config.model_args``."""
+    return CompensationConfig.from_model_args(model_args).label()
+
+
+def parse_settings(text: str, span: str = "system") -> list[CompensationConfig]:
+    """``none,log:0.1,const:0.25`` -> configs, duplicates dropped; every entry is checked
+    before any is used."""
+    out, seen = [], set()
+    for item in (s.strip() for s in str(text).split(",")):
+        if not item:
+            continue
+        cfg = CompensationConfig.from_label(item, span)
+        if cfg.label() not in seen:
+            seen.add(cfg.label())
+            out.append(cfg)
+    if not out:
+        raise DriftUsageError("--settings is empty: give e.g. none,log:0.25,const:0.25")
+    return out
