@@ -24,10 +24,12 @@ METRICS = {
 
 
 def run(args, setting, task, limit, tokens):
-    mode, _, strength = setting.partition(":")
-    out = os.path.join(args.out, setting.replace(":", "_"), task)
+    from drift_eval.settings import CompensationConfig
+
+    cfg = CompensationConfig.from_label(setting)
+    out = os.path.join(args.out, cfg.folder(), task)
     if not glob.glob(os.path.join(out, "*", "results_*.json")):
-        margs = f"pretrained={args.pretrained},compensation={mode},strength={strength or 1}"
+        margs = f"pretrained={args.pretrained},compensation={cfg.mode},strength={cfg.strength:g}"
         if args.gguf_file:
             margs += f",gguf_file={args.gguf_file}"
         cmd = [sys.executable, "-m", "lm_eval", "--model", "hf-drift", "--model_args", margs, "--tasks", task,

@@ -27,7 +27,6 @@ TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates"
 
 LAYER_METRIC = re.compile(r"^(alpha|beta)_l(\d{2,3})$")  # per-layer fits, named once the depth is known
 FRENCH_TURN = re.compile(r"^french_turn_(\d+)$")
-PROFILES = ("residual_aware", "attention_only", "abnar_zuidema", "gradient")
 EXCERPT_CHARS = 400
 EXCERPTS_PER_SETTING = 2
 
@@ -116,7 +115,8 @@ def _profile_plots(output) -> list:
         tr = output.settings[lab].tasks.get("position_bias")
         if not tr:
             continue
-        profiles = {p: tr.values[f"profile_{p}"] for p in PROFILES if isinstance(tr.values.get(f"profile_{p}"), list)}
+        profiles = {k[len("profile_"):]: v for k, v in tr.values.items()
+                    if k.startswith("profile_") and isinstance(v, list)}  # list-valued metrics
         if not profiles:
             continue
         title = f"position_bias [{lab}]: influence profiles"

@@ -114,6 +114,17 @@ def test_startup_hook_is_installed_and_imports_nothing_heavy():
     assert r.stdout.strip() == "True"
 
 
+def test_autoload_off_switch_leaves_lm_eval_alone():
+    code = ("import sys, lm_eval.models, lm_eval.tasks.manager as m; from lm_eval.api.registry import model_registry; "
+            "print('hf-drift' in model_registry, getattr(m.TaskManager.__init__, '_drift_patched', False), "
+            "any(type(f).__name__ == '_Finder' for f in sys.meta_path))")
+    on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, LM_EVAL_DRIFT_AUTOLOAD="0"))
+    assert on.stdout.split() == ["True", "True", "True"], on.stderr[-2000:]
+    assert off.stdout.split() == ["False", "False", "False"], off.stderr[-2000:]
+
+
 def test_entry_points_are_declared():
     from importlib.metadata import entry_points
 

@@ -32,3 +32,16 @@ def test_conversation_docs_and_their_options():
 def test_bad_task_options_are_clear_errors(kwargs):
     with pytest.raises(DriftUsageError):
         utils.load_conversations(**kwargs)
+
+
+def test_registration_steps_aside_where_lm_eval_reads_the_group_itself():
+    import inspect
+    from unittest import mock
+
+    import drift_eval.settings as module
+    from drift_eval.plugin.registration import upstream_reads
+
+    assert not upstream_reads("lm_eval.models", module)
+    with mock.patch.object(inspect, "getsource", return_value='eps = entry_points(group="lm_eval.models")'):
+        assert upstream_reads("lm_eval.models", module)
+        assert not upstream_reads("lm_eval.tasks", module)
