@@ -45,3 +45,22 @@ def test_registration_steps_aside_where_lm_eval_reads_the_group_itself():
     with mock.patch.object(inspect, "getsource", return_value='eps = entry_points(group="lm_eval.models")'):
         assert upstream_reads("lm_eval.models", module)
         assert not upstream_reads("lm_eval.tasks", module)
+
+
+def test_answers_carry_their_metadata_through_copies_and_json():
+    import copy
+    import json
+    import pickle
+
+    import pytest
+
+    from drift_eval.plugin.answers import Answer, meta_of
+
+    a = Answer("Bonjour tout le monde", tokens=5, natural_end=3, forced_length=True)
+    assert a == "Bonjour tout le monde" and json.dumps(a) == '"Bonjour tout le monde"'
+    for b in (copy.deepcopy(a), pickle.loads(pickle.dumps(a)), Answer.from_json(json.loads(json.dumps(a.to_json())))):
+        assert isinstance(b, Answer) and b == a and b.meta == a.meta
+    assert meta_of("plain text") == {}
+    for bad in ({"text": 1}, {"text": "x", "tokens": "3"}, {"text": "x", "forced_length": 1}, {"text": "x", "other": 1}, []):
+        with pytest.raises(ValueError):
+            Answer.from_json(bad)

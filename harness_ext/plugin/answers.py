@@ -1,0 +1,60 @@
+"""A generated answer and what the backend measured while producing it. Pure Python.
+
+lm-eval hands a model's answers to the tasks as strings. ``Answer`` is a ``str`` (every
+lm-eval code path treats it as the text) that also carries ``meta``, a dict of what the
+backend knows about it:
+
+* ``tokens``: the number of generated tokens (``None`` when the backend cannot tell);
+* ``forced_length``: ``True`` when end-of-sequence was suppressed until ``max_gen_toks``
+  (``min_new_tokens`` / ``min_tokens``), ``False`` when the task asked for a forced length
+  but the backend could not force it, absent when none was asked;
+* ``natural_end``: the number of tokens generated before the first step at which
+  end-of-sequence was the most likely token while it was suppressed (``None``: it never was,
+  or nobody watched); see ``drift_eval.plugin.model``.
+
+``process_results`` functions read ``meta_of(results[0])``. Caches store ``to_json()`` and
+rebuild with ``from_json`` (JSON only: nothing is unpickled).
+"""
+from __future__ import annotations
+
+FIELDS = ("tokens", "forced_length", "natural_end")
+
+
+class Answer(str):
+    meta: dict
+
+    def __new__(cls, text: str, **meta):
+        unknown = set(meta) - set(FIELDS)
+        if unknown:
+            raise TypeError(f"unknown answer field(s): {', '.join(sorted(unknown))}")
+        obj = super().__new__(cls, text)
+        obj.meta = dict(meta)
+        return obj
+
+    def __reduce__(self):  # copies and pickles (lm-eval's own cache) keep the metadata
+        return (_rebuild, (str(self), self.meta))
+
+    def to_json(self) -> dict:
+        return {"text": str(self), **self.meta}
+
+    @classmethod
+    def from_json(cls, obj) -> "Answer":
+        """From ``to_json()``'s dict; raises ``ValueError`` for anything else."""
+        if not isinstance(obj, dict) or not isinstance(obj.get("text"), str) or set(obj) - {"text", *FIELDS}:
+            raise ValueError("not an answer record")
+        meta = {k: obj[k] for k in FIELDS if k in obj}
+        for k in ("tokens", "natural_end"):
+            if meta.get(k) is not None and (isinstance(meta[k], bool) or not isinstance(meta[k], int)):
+                raise ValueError(f"answer field {k} must be an integer or null")
+        if "forced_length" in meta and not isinstance(meta["forced_length"], bool):
+            raise ValueError("answer field forced_length must be true or false")
+        return cls(obj["text"], **meta)
+
+
+def _rebuild(text, meta):
+    return Answer(text, **meta)
+
+
+def meta_of(answer) -> dict:
+    """The metadata of an answer (empty for a plain string)."""
+    return dict(getattr(answer, "meta", None) or {})
