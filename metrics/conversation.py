@@ -6,7 +6,7 @@ per-conversation value of the conversation tasks.
 from __future__ import annotations
 
 from . import langid
-from .drift import fold
+from .text import repetition, words
 
 LEAK_LEXICON = frozenset({
     "french", "francais", "francaise", "language", "languages", "langue", "langues",
@@ -14,11 +14,11 @@ LEAK_LEXICON = frozenset({
     "repondre", "reponse", "reponses", "instruction", "instructions", "consigne", "consignes",
     "assistant", "switch",
 })
-REPEAT_N = 4
 
 
-def words(text: str) -> list[str]:
-    return langid.WORD_RE.findall(fold(text or ""))
+def reply_language(text: str, lang: str = "fr") -> str:
+    """A reply's language: the segment rule (``langid.label_segments``) on the whole reply."""
+    return langid.label_segments([text or ""], target=lang)[0].lang
 
 
 def leaked(text: str) -> tuple[int, int]:
@@ -27,22 +27,9 @@ def leaked(text: str) -> tuple[int, int]:
     return sum(w in LEAK_LEXICON for w in ws), len(ws)
 
 
-def repetition(text: str, n: int = REPEAT_N) -> float:
-    ws = words(text)
-    grams = [tuple(ws[i : i + n]) for i in range(len(ws) - n + 1)]
-    if not grams:
-        return 0.0
-    seen, repeats = set(), 0
-    for g in grams:
-        repeats += g in seen
-        seen.add(g)
-    return repeats / len(grams)
-
-
 def score_conversation(replies: list[str], lang: str = "fr", first_turn: int = 1) -> dict:
     """Per-turn and whole-conversation scores; turns are numbered from ``first_turn``."""
-    preds = langid.identify_many(replies)
-    french = [float(p.lang == lang) for p in preds]
+    french = [float(reply_language(r, lang) == lang) for r in replies]
     leaks = [leaked(r) for r in replies]
     out = {}
     for i, (fr, (lk, n)) in enumerate(zip(french, leaks)):

@@ -6,9 +6,10 @@ value of ``drift_french_single``.
 from __future__ import annotations
 
 import re
-import unicodedata
+import string
 
 from . import langid
+from .text import fold
 
 ECHO_PATTERNS = [
     r"\b(?:answer|answers|answering|respond|responding|reply|replying|write|writing|speak|speaking)\b[^.!?\n]{0,40}\bfrench\b",
@@ -22,12 +23,6 @@ ECHO_PATTERNS = [
 ]
 _ECHO_RE = [re.compile(p) for p in ECHO_PATTERNS]
 ECHO_NGRAM = 5
-
-
-def fold(text: str) -> str:
-    """Lower-case and strip accents, so that patterns match "Français" and "francais"."""
-    decomposed = unicodedata.normalize("NFKD", text.lower())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 def _ngrams(words: list[str], n: int) -> set[tuple[str, ...]]:
@@ -67,16 +62,63 @@ def mean_drift_onset(timelines: list[list[str]]) -> float:
     return sum(drift_onset(t) for t in timelines) / max(len(timelines), 1)
 
 
-def score_response(text: str, instruction: str = "", lang: str = "fr", segment_size: int = 128) -> dict:
-    timeline = [p.lang for p in langid.identify_many(langid.segments(text, segment_size))]
+#: LCB's text normalisation before splitting into lines (its ``compute_metrics.py``): ASCII
+#: punctuation removed, the em dash made a space, "#" and the Arabic comma removed
+_LCB_TABLE = str.maketrans({**{c: None for c in string.punctuation}, "\u2014": " ", "\u060c": None})
+
+
+def lcb_line_pass(text: str, lang: str = "fr", threshold: float = 0.3, min_tokens: int = 5) -> float | None:
+    """The Language Confusion Benchmark's line-level pass for one response: 1.0 when every
+    line of at least ``min_tokens`` whitespace tokens is labelled ``lang`` by fastText with a
+    probability above ``threshold`` (below it a line is "unknown", which fails), 0.0 when a
+    line fails, ``None`` when no line is long enough (LCB skips such responses)."""
+    lines = [ln for ln in (text or "").split("\n\nQ:")[0].strip().translate(_LCB_TABLE).split("\n")
+             if len(ln.split()) >= min_tokens]
+    if not lines:
+        return None
+    preds = langid.predict(lines, k=1)
+    return float(all(p and p[0][0] == lang and p[0][1] > threshold for p in preds))
+
+
+def _timeline(text: str, lang: str, segment_size: int):
+    return langid.label_segments(langid.segments(text, segment_size), target=lang) if text else []
+
+
+def _all_french(labels, lang) -> float | None:
+    known = [x.lang for x in labels if x.known]
+    return float(all(k == lang for k in known)) if known else None
+
+
+def score_response(text: str, instruction: str = "", lang: str = "fr", segment_size: int = 128,
+                   meta: dict | None = None) -> dict:
+    """Every per-sample value of the single-turn task (docs/metrics.md). ``meta``: what the
+    backend measured (``drift_eval.plugin.answers``: ``tokens``, ``natural_end``,
+    ``natural_end_chars``); values that are not defined for this answer are ``None``."""
+    meta = meta or {}
+    labels = _timeline(text, lang, segment_size)
+    timeline = [x.lang for x in labels]
     known = [s for s in timeline if s != langid.UNKNOWN]
+    starts = bool(known) and known[0] == lang
     _, second = langid.halves(text)
+    end, chars, tokens = meta.get("natural_end"), meta.get("natural_end_chars"), meta.get("tokens")
+    ended = end is not None and chars is not None
+    before = _timeline(text[:chars], lang, segment_size) if ended else labels
+    after = [x.lang for x in _timeline(text[chars:], lang, segment_size) if x.known] if ended else []
+    loops = [x.degenerate >= langid.SegmentRule.degenerate for x in labels]
     return {
         "fully_french": float(bool(known) and all(s == lang for s in known)),
         "french_fraction": (sum(s == lang for s in known) / len(known)) if known else 0.0,
+        "starts_french": float(starts),
+        "drift_given_start": float(any(s != lang for s in known[1:])) if starts else None,
         "second_half_french": float(langid.identify(second).lang == lang),
         "echo_rate": float(restates_instruction(second, instruction)),
         "line_pass_rate": line_pass_rate(text, lang),
+        "lcb_lpr": lcb_line_pass(text, lang),
         "langdetect_french": float(langid.langdetect_lang(text) == lang),
+        "degenerate_share": sum(loops) / len(loops) if loops else 0.0,
+        "natural_end": end,
+        "natural_end_share": end / tokens if end is not None and tokens else None,
+        "fully_french_before_end": _all_french(before, lang),
+        "french_after_end": sum(s == lang for s in after) / len(after) if after else None,
         "language_timeline": timeline,
     }

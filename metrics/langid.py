@@ -99,9 +99,17 @@ def identify_many(texts: list[str], min_words: int = MIN_WORDS) -> list[LangPred
 
 
 def segments(text: str, size: int = 128) -> list[str]:
-    """Consecutive pieces of ``size`` metric tokens (see ``TOKEN_RE``), rejoined by spaces."""
-    toks = tokens(text)
-    return [" ".join(toks[i : i + size]) for i in range(0, len(toks), size)]
+    """Consecutive pieces of ``text`` holding ``size`` metric tokens each (see ``TOKEN_RE``;
+    the last may hold fewer), cut from the text itself so that line breaks, code fences and
+    quotes stay as they were."""
+    return [text[a:b] for a, b in segment_spans(text, size)]
+
+
+def segment_spans(text: str, size: int = 128) -> list[tuple[int, int]]:
+    """Character spans of ``segments``: each runs from its first token's start to the next
+    segment's first token's start (the last to the end of the text)."""
+    starts = [m.start() for m in TOKEN_RE.finditer(text or "")][::size]
+    return [(a, b) for a, b in zip(starts, [*starts[1:], len(text or "")])]
 
 
 def halves(text: str) -> tuple[str, str]:
@@ -109,6 +117,105 @@ def halves(text: str) -> tuple[str, str]:
     toks = tokens(text)
     mid = len(toks) // 2
     return " ".join(toks[:mid]), " ".join(toks[mid:])
+
+
+def predict(texts: list[str], k: int = 3) -> list[list[tuple[str, float]]]:
+    """fastText's top ``k`` (language, probability) pairs for each text (whitespace folded;
+    an empty text gets an empty list)."""
+    flat = [" ".join((t or "").split()) for t in texts]
+    todo = [i for i, t in enumerate(flat) if t]
+    out: list = [[] for _ in flat]
+    if todo:
+        labels, probs = _load().predict([flat[i] for i in todo], k=k)
+        for i, labs, prs in zip(todo, labels, probs):
+            out[i] = [(lab.replace("__label__", ""), float(p)) for lab, p in zip(labs, prs)]
+    return out
+
+
+# ---------------------------------------------------------------------------- the segment rule
+#: words that only French grammar uses this often (articles, pronouns, prepositions,
+#: elided forms); shared with Italian or Spanish ("la", "de", "il", "que", "en") left out
+FRENCH_FUNCTION_WORDS = frozenset(
+    "les des du une et est sont dans pour avec sur pas ne au aux ce cette ces qui nous vous ils elles "
+    "leur leurs mais ou où très aussi être été avoir fait peut sans chez je tu on cela ça votre vos notre nos "
+    "mon ma mes ton ta tes son sa ses puis donc alors comme plus l d qu c j n s".split())
+ENGLISH_FUNCTION_WORDS = frozenset(
+    "the and of to is in that it for with you this are be was on as by at from your have not or an can "
+    "will they their there which would what when how these those been has had were".split())
+_CODE_RE = re.compile(r"```.*?(?:```|$)|`[^`\n]*`|https?://\S+|\S+@\S+\.\w+", re.S)
+_QUOTED_RE = re.compile(r"«[^»]{0,200}»|“[^”]{0,200}”|\"[^\"\n]{0,200}\"")
+_NAME_RE = re.compile(r"(?<=[\w,;] )[A-ZÀ-Ý][\w'’-]*")  # capitalised inside a sentence: a name
+
+
+@dataclass(frozen=True)
+class SegmentRule:
+    """The decision rule for one segment's language (docs/metrics.md, "Language ID"); its
+    defaults are the values validated on ``tests/data/langid_segments.jsonl``."""
+    function_share: float = 0.12    # French function words among the words: French grammar
+    function_ratio: float = 2.0     # ... and at least this many times the English ones
+    margin: float = 0.0             # target in fastText's top 3 within this of the top label
+    degenerate: float = 0.5         # a segment whose word 4-grams are this repeated is a loop
+    low_confidence: float = 0.6     # a loop labelled with a third language below this: unknown
+
+
+@dataclass(frozen=True)
+class SegmentLabel:
+    lang: str             # the decided language, or ``unknown``
+    score: float          # fastText's probability of its top label on the cleaned text
+    fasttext: str         # fastText's top label on the cleaned text
+    degenerate: float     # share of the segment's word 4-grams seen earlier in the answer
+    reason: str           # what decided: fasttext, function_words, margin, loop, too_short
+
+    @property
+    def known(self) -> bool:
+        return self.lang != UNKNOWN
+
+
+def clean_for_lid(text: str) -> str:
+    """The prose of a segment: code, URLs, quoted titles, capitalised names inside sentences
+    and markdown markup removed (they carry the names and code, not the answer's language)."""
+    text = _CODE_RE.sub(" ", text or "")
+    text = _QUOTED_RE.sub(" ", text)
+    text = _NAME_RE.sub(" ", text)
+    text = re.sub(r"[#*_|>\-=~`]+", " ", text)
+    return " ".join(text.split())
+
+
+def left_language(text: str, target: str = "fr", rule: SegmentRule = SegmentRule()) -> bool:
+    """Whether ``text``, scored as one segment, is known and not in ``target``."""
+    label = label_segments([text], target, rule)[0]
+    return label.known and label.lang != target
+
+
+def label_segments(pieces: list[str], target: str = "fr", rule: SegmentRule = SegmentRule()) -> list[SegmentLabel]:
+    """The language of each consecutive piece of one answer under ``rule``."""
+    from .text import fold, repeated_shares
+
+    cleaned = [clean_for_lid(p) for p in pieces]
+    preds = predict(cleaned, k=3)
+    loops = repeated_shares(pieces)
+    out = []
+    for text, top, loop in zip(cleaned, preds, loops):
+        ws = WORD_RE.findall(fold(text))
+        if len(ws) < MIN_WORDS or not top:
+            out.append(SegmentLabel(UNKNOWN, 0.0, UNKNOWN, loop, "too_short"))
+            continue
+        lang, score = top[0]
+        fr = sum(w in FRENCH_FUNCTION_WORDS for w in ws)
+        en = sum(w in ENGLISH_FUNCTION_WORDS for w in ws)
+        target_score = dict(top).get(target, 0.0)
+        if lang == target:
+            decided, reason = target, "fasttext"
+        elif target == "fr" and fr >= rule.function_share * len(ws) and fr >= rule.function_ratio * max(en, 1):
+            decided, reason = target, "function_words"
+        elif target_score and score - target_score <= rule.margin:
+            decided, reason = target, "margin"
+        elif loop >= rule.degenerate and lang not in (target, "en") and score < rule.low_confidence:
+            decided, reason = UNKNOWN, "loop"
+        else:
+            decided, reason = lang, "fasttext"
+        out.append(SegmentLabel(decided, score, lang, loop, reason))
+    return out
 
 
 def langdetect_lang(text: str) -> str:

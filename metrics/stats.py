@@ -155,6 +155,17 @@ def difference_from_errors(value: float, stderr: float, base_value: float, base_
                             verdict(p, diff == 0, alpha))
 
 
+def precision_recall(predicted, truth) -> dict:
+    """Counts, precision and recall of boolean predictions against boolean truths
+    (precision 1 when nothing is predicted positive, recall 1 when nothing is positive)."""
+    pairs = list(zip(map(bool, predicted), map(bool, truth)))
+    tp = sum(p and t for p, t in pairs)
+    fp = sum(p and not t for p, t in pairs)
+    fn = sum(t and not p for p, t in pairs)
+    return {"n": len(pairs), "tp": tp, "fp": fp, "fn": fn, "tn": len(pairs) - tp - fp - fn,
+            "precision": tp / (tp + fp) if tp + fp else 1.0, "recall": tp / (tp + fn) if tp + fn else 1.0}
+
+
 def relative_cost(value: float, baseline: float) -> float:
     """``value / baseline − 1``: e.g. the perplexity cost of a setting against ``none``."""
     if baseline == 0 or not math.isfinite(baseline):

@@ -132,3 +132,25 @@ def test_bad_model_args(smollm2_dir, args, needle):
 
     with pytest.raises(DriftUsageError, match=needle):
         HFDriftLM(pretrained=smollm2_dir, device="cpu", **args)
+
+
+def test_forced_answers_record_where_the_model_wanted_to_end(lm):
+    """Greedy decoding is the same up to the end the model chose, so the free answer's length
+    is the forced answer's natural end, and the forced answer starts with the free one."""
+    from lm_eval.api.instance import Instance
+
+    from drift_eval.plugin.answers import Answer
+
+    def run(gen):
+        req = Instance("generate_until", {"system_prompt": SYSTEM}, (_prompt(lm, "Say hello in one short sentence."),
+                       dict(gen, until=[], do_sample=False)), 0)
+        return lm.generate_until([req], disable_tqdm=True)[0]
+
+    with setting(lm, comp.CompensationConfig("log", 1.0)):
+        free = run({"max_gen_toks": 40})
+        forced = run({"max_gen_toks": 40, "min_new_tokens": 40})
+    assert isinstance(free, Answer) and isinstance(forced, Answer)
+    assert free.meta == {"tokens": free.meta["tokens"]} and free.meta["tokens"] < 40  # ended by itself
+    assert forced.meta["forced_length"] is True and forced.meta["tokens"] == 40
+    assert forced.meta["natural_end"] == free.meta["tokens"]
+    assert forced[: forced.meta["natural_end_chars"]] == free and forced.startswith(free)

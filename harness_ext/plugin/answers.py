@@ -10,14 +10,16 @@ backend knows about it:
   but the backend could not force it, absent when none was asked;
 * ``natural_end``: the number of tokens generated before the first step at which
   end-of-sequence was the most likely token while it was suppressed (``None``: it never was,
-  or nobody watched); see ``drift_eval.plugin.model``.
+  or nobody watched); see ``drift_eval.plugin.generation``;
+* ``natural_end_chars``: the length of the text those tokens decode to, where the answer
+  would have ended.
 
 ``process_results`` functions read ``meta_of(results[0])``. Caches store ``to_json()`` and
 rebuild with ``from_json`` (JSON only: nothing is unpickled).
 """
 from __future__ import annotations
 
-FIELDS = ("tokens", "forced_length", "natural_end")
+FIELDS = ("tokens", "forced_length", "natural_end", "natural_end_chars")
 
 
 class Answer(str):
@@ -43,7 +45,7 @@ class Answer(str):
         if not isinstance(obj, dict) or not isinstance(obj.get("text"), str) or set(obj) - {"text", *FIELDS}:
             raise ValueError("not an answer record")
         meta = {k: obj[k] for k in FIELDS if k in obj}
-        for k in ("tokens", "natural_end"):
+        for k in ("tokens", "natural_end", "natural_end_chars"):
             if meta.get(k) is not None and (isinstance(meta[k], bool) or not isinstance(meta[k], int)):
                 raise ValueError(f"answer field {k} must be an integer or null")
         if "forced_length" in meta and not isinstance(meta["forced_length"], bool):

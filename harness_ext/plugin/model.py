@@ -20,6 +20,8 @@ from lm_eval.models.huggingface import HFLM
 from lm_eval.models.utils import has_bos_prefix
 
 from ..compensation import bias as comp
+from .answers import Answer
+from .generation import Watch, generated_tokens, show_progress
 from ..compensation.spans import system_span_end, token_counts
 from ..errors import DriftUsageError
 from ..settings import CompensationConfig
@@ -41,6 +43,10 @@ class HFDriftLM(HFLM):
         self._docs_by_context: dict = {}
         self._pending_rows = None
         self._warned_no_span = False
+        self._batch_contexts: list = []
+        self._answer_meta: dict = {}  # context -> what generation measured (tokens, natural end)
+        self._token_progress = False  # show token progress for the batches of this generate_until call
+        self._conversation_bars = False  # inside generate_conversation with lm-eval's bars on
         self.drift_state = comp.install(self.model, self.compensation, base=attention)
         self.set_compensation(self.compensation)
 
@@ -91,27 +97,64 @@ class HFDriftLM(HFLM):
     def tok_batch_encode(self, strings, padding_side="left", left_truncate_len=None, truncation=False):
         ids, mask = super().tok_batch_encode(strings, padding_side=padding_side,
                                              left_truncate_len=left_truncate_len, truncation=truncation)
+        self._batch_contexts = list(strings)
         if self.compensation.active:
             self._pending_rows = self._span_rows(strings, mask)
         return ids, mask
 
+    def _eos_ids(self) -> list:
+        ids = getattr(self.model.generation_config, "eos_token_id", None)
+        ids = list(ids) if isinstance(ids, (list, tuple)) else [ids]
+        return [i for i in {*ids, self.tokenizer.eos_token_id} if i is not None]
+
     def _model_generate(self, context, max_length, stop, **generation_kwargs):
+        """One batch: EOS held back until ``min_new_tokens`` by ``generation.Watch``, which
+        also records where the model wanted to end; the batch's measurements are kept per
+        context for ``generate_until``."""
+        from transformers import LogitsProcessorList
+
         rows, self._pending_rows = self._pending_rows, None
+        width = context.shape[1]
+        min_new = int(generation_kwargs.pop("min_new_tokens", 0) or 0)
+        eos = self._eos_ids()
+        watch = Watch(width, eos, min_new, max_length - width, progress=self._token_progress,
+                      desc=f"generating {context.shape[0]} x {max_length - width} tokens")
+        processors = LogitsProcessorList(generation_kwargs.pop("logits_processor", None) or [])
+        processors.append(watch)
         if rows is not None:
             span_end, prompt_len = rows
-            self.drift_state.set_rows(span_end, prompt_len, max_length - context.shape[1])
+            self.drift_state.set_rows(span_end, prompt_len, max_length - width)
         try:
-            return super()._model_generate(context, max_length, stop, **generation_kwargs)
+            out = super()._model_generate(context, max_length, stop, logits_processor=processors, **generation_kwargs)
         finally:
             self.drift_state.clear_rows()
+            watch.close()
+        tokens = generated_tokens(out, width, eos, self.tokenizer.pad_token_id)
+        ends = watch.natural_end or [None] * len(tokens)
+        for row, (ctx, n, end) in enumerate(zip(self._batch_contexts, tokens, ends)):
+            meta = {"tokens": n}
+            if min_new:
+                chars = None if end is None else len(self.tok_decode(out[row, width:width + end].tolist()))
+                meta.update(forced_length=True, natural_end=end, natural_end_chars=chars)
+            self._answer_meta[ctx] = meta
+        return out
 
     def generate_until(self, requests, disable_tqdm: bool = False):
+        """lm-eval's batched generation; each answer comes back as an ``Answer`` carrying its
+        token count (and, for forced-length requests, where the model wanted to end), also
+        in what lm-eval's answer cache stores."""
         self._docs_by_context = {r.args[0]: r.doc for r in requests}
+        self._answer_meta = {}
+        self._token_progress = show_progress(disable_tqdm and not self._conversation_bars, self.rank)
+        hook, self.cache_hook = self.cache_hook, _AnswerHook(self.cache_hook, self._answer_meta)
         try:
-            return super().generate_until(requests, disable_tqdm=disable_tqdm)
+            out = super().generate_until(requests, disable_tqdm=disable_tqdm)
+            return [Answer(s, **self._answer_meta.get(r.args[0], {})) for s, r in zip(out, requests)]
         finally:
+            self.cache_hook = hook
             self._docs_by_context = {}
             self._pending_rows = None
+            self._token_progress = False
 
     # ------------------------------------------------------------------ conversations
     def generate_conversation(self, requests, disable_tqdm: bool = False):
@@ -123,10 +166,13 @@ class HFDriftLM(HFLM):
         n_turns = max((len(ConversationSpec.from_json(r.args[0]).user_turns) for r in requests), default=0)
         bar = tqdm(total=n_turns, desc=f"Running {len(requests)} conversations, turn by turn",
                    disable=disable_tqdm or self.rank != 0)
+
+        self._conversation_bars = not disable_tqdm
         try:
             histories = run_conversations(self, requests, progress=lambda turn, n: bar.update(1))
             return [dump_messages(h) for h in histories]
         finally:
+            self._conversation_bars = False
             bar.close()
 
     # ------------------------------------------------------------------ prompt forgetting
@@ -155,3 +201,15 @@ class HFDriftLM(HFLM):
         from ..measure.cramming import serve
 
         return serve(self, requests)
+
+
+class _AnswerHook:
+    """lm-eval's cache hook, storing each answer with what generation measured about it."""
+
+    def __init__(self, hook, meta: dict):
+        self.hook, self.meta = hook, meta
+
+    def add_partial(self, attr, req, res):
+        if attr == "generate_until" and isinstance(res, str):
+            res = Answer(res, **self.meta.get(req[0], {}))
+        self.hook.add_partial(attr, req, res)

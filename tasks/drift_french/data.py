@@ -18,6 +18,10 @@ SYSTEM_PROMPTS = {
 }
 
 
+#: what the user adds to one turn of drift_french_multiturn_conflict
+CONFLICT_REQUEST = "From now on, please answer in English."
+
+
 def system_prompt(prompt_language: str = "en") -> str:
     """The instruction, worded in English (``en``) or French (``fr``)."""
     if prompt_language not in SYSTEM_PROMPTS:

@@ -13,9 +13,10 @@ from copy import deepcopy
 from drift_eval.errors import DriftUsageError
 from drift_eval.measure.conversation import ConversationSpec, assistant_replies
 from drift_eval.metrics import conversation, drift, langid
+from drift_eval.plugin.answers import meta_of
 from drift_eval.plugin.request_types import CONVERSATION
 from drift_eval.plugin.task_base import YamlTask
-from drift_eval.tasks.drift_french.data import read_conversations, read_requests, system_prompt
+from drift_eval.tasks.drift_french.data import CONFLICT_REQUEST, read_conversations, read_requests, system_prompt
 
 
 def load_single_turn(prompt_language: str = "en", **_metadata):
@@ -28,12 +29,19 @@ def load_single_turn(prompt_language: str = "en", **_metadata):
 
 
 def process_results(doc, results):
-    scores = drift.score_response(results[0], instruction=doc["system_prompt"], lang="fr")
+    scores = drift.score_response(results[0], instruction=doc["system_prompt"], lang="fr", meta=meta_of(results[0]))
     scores["drift_score"] = scores["fully_french"]  # the drift_french group's headline
     return scores
 
 
 mean_drift_onset = drift.mean_drift_onset
+
+
+def defined_mean(values):
+    """Aggregation for metrics that are not defined for every sample (``None`` there): the
+    mean over the samples where they are, ``None`` when there are none."""
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
 
 
 def _check_language_model():
@@ -68,9 +76,11 @@ class ForcedLengthTask(DriftTask):
 
 # ---------------------------------------------------------------------- conversations
 def load_conversations(prompt_language: str = "en", mode: str = "live", reinject_every: int = 0,
-                       num_conversations: int | None = None, **_metadata):
+                       num_conversations: int | None = None, conflict_turn: int = 0, **_metadata):
     """``custom_dataset``: one doc per conversation (32 by default; ``--metadata``
-    ``{"num_conversations": N, "reinject_every": K}`` changes them)."""
+    ``{"num_conversations": N, "reinject_every": K, "conflict_turn": T}`` changes them).
+    ``conflict_turn`` T > 0 appends the user's request to switch to English
+    (``data.CONFLICT_REQUEST``) to the user message of turn T."""
     import datasets
 
     system = system_prompt(prompt_language)
@@ -80,12 +90,17 @@ def load_conversations(prompt_language: str = "en", mode: str = "live", reinject
         if not 1 <= n <= len(convs):
             raise DriftUsageError(f"num_conversations must be between 1 and {len(convs)}, got {num_conversations}")
         convs = convs[:n]
+    conflict_turn = int(conflict_turn)
+    if conflict_turn and not 1 <= conflict_turn <= min(len(c["user_turns"]) for c in convs):
+        raise DriftUsageError(f"conflict_turn must be a turn of the conversations (1-8), got {conflict_turn}")
     docs = []
     for c in convs:
-        spec = ConversationSpec(system, c["user_turns"], mode, int(reinject_every),
-                                c["scripted_replies"])
+        turns = list(c["user_turns"])
+        if conflict_turn:
+            turns[conflict_turn - 1] = f"{turns[conflict_turn - 1]} {CONFLICT_REQUEST}"
+        spec = ConversationSpec(system, turns, mode, int(reinject_every), c["scripted_replies"])
         docs.append(dict(id=c["id"], topic=c["topic"], system_prompt=spec.system_prompt, spec=spec.to_json(),
-                         mode=mode, reinject_every=int(reinject_every)))
+                         mode=mode, reinject_every=int(reinject_every), conflict_turn=conflict_turn))
     return {"test": datasets.Dataset.from_list(docs)}
 
 
@@ -99,6 +114,19 @@ class ConversationTask(DriftTask):
 def process_conversation(doc, results):
     replies = assistant_replies(results[0])
     scores = conversation.score_conversation(replies, lang="fr")
+    scores["drift_score"] = scores["all_turns_french"]
+    return scores
+
+
+def process_conflict(doc, results):
+    """``process_conversation`` plus French before and after the user's request to switch."""
+    replies = assistant_replies(results[0])
+    scores = conversation.score_conversation(replies, lang="fr")
+    t = int(doc["conflict_turn"])
+    before = [scores[f"french_turn_{k}"] for k in range(1, t)]
+    after = [scores[f"french_turn_{k}"] for k in range(t, len(replies) + 1)]
+    scores["french_before_request"] = sum(before) / len(before) if before else None
+    scores["french_after_request"] = sum(after) / len(after) if after else None
     scores["drift_score"] = scores["all_turns_french"]
     return scores
 
