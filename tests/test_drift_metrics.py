@@ -71,3 +71,37 @@ def test_drift_onset_and_its_aggregation():
     assert drift.mean_drift_onset([["fr"], ["en", "fr"]]) == 0.5
 
 
+
+
+def test_start_and_drift_given_start():
+    started_then_left = drift.score_response(FR * 20 + EN * 20)
+    assert started_then_left["starts_french"] == 1.0 and started_then_left["drift_given_start"] == 1.0
+    never = drift.score_response(EN * 20 + FR * 20)
+    assert never["starts_french"] == 0.0 and never["drift_given_start"] is None  # not defined: never complied
+    held = drift.score_response(FR * 30)
+    assert held["starts_french"] == 1.0 and held["drift_given_start"] == 0.0
+
+
+def test_natural_end_splits_the_answer_into_chosen_text_and_filler():
+    text = FR * 12 + EN * 12
+    s = drift.score_response(text, meta={"tokens": 400, "natural_end": 100, "natural_end_chars": len(FR * 12)})
+    assert s["natural_end"] == 100 and s["natural_end_share"] == 0.25
+    assert s["fully_french_before_end"] == 1.0 and s["french_after_end"] == 0.0 and s["fully_french"] == 0.0
+    none = drift.score_response(text, meta={"tokens": 400, "natural_end": None, "natural_end_chars": None})
+    assert none["natural_end"] is None and none["french_after_end"] is None
+    assert none["fully_french_before_end"] == none["fully_french"] == 0.0  # the whole answer was chosen
+
+
+def test_lcb_line_pass_follows_the_benchmark_rules():
+    assert drift.lcb_line_pass("Oui.\nNon merci.") is None  # no line of 5 tokens: skipped, as LCB does
+    assert drift.lcb_line_pass("Le chat dort sur le canapé ce soir.\nOk.") == 1.0
+    assert drift.lcb_line_pass("Le chat dort sur le canapé ce soir.\nThe cat sleeps on the sofa tonight.") == 0.0
+
+
+def test_degenerate_share_counts_looping_segments():
+    assert drift.score_response(FR * 30)["degenerate_share"] == 1.0  # one sentence repeated: a loop
+    varied = ("La photosynthèse est le processus par lequel les plantes fabriquent leur propre nourriture. "
+              "Les feuilles captent la lumière du soleil grâce à un pigment vert appelé chlorophylle. Avec "
+              "cette énergie, la plante transforme l'eau puisée par les racines et le dioxyde de carbone de "
+              "l'air en sucre, qui sert de carburant pour grandir, et elle rejette de l'oxygène.")
+    assert drift.score_response(varied)["degenerate_share"] == 0.0
