@@ -64,3 +64,18 @@ def test_answers_carry_their_metadata_through_copies_and_json():
     for bad in ({"text": 1}, {"text": "x", "tokens": "3"}, {"text": "x", "forced_length": 1}, {"text": "x", "other": 1}, []):
         with pytest.raises(ValueError):
             Answer.from_json(bad)
+
+
+def test_conflict_docs_carry_the_users_request_at_their_turn():
+    from drift_eval.tasks.drift_french.data import CONFLICT_REQUEST
+
+    docs = utils.load_conversations(conflict_turn=5, num_conversations=2)["test"]
+    for d in docs:
+        turns = ConversationSpec.from_json(d["spec"]).user_turns
+        assert turns[4].endswith(CONFLICT_REQUEST) and sum(CONFLICT_REQUEST in t for t in turns) == 1
+    replies = ["Bonjour, je vais bien, merci beaucoup."] * 4 + ["Hello, I am fine, thank you very much."] * 4
+    messages = [{"role": "system", "content": "sys"}]
+    for r in replies:
+        messages += [{"role": "user", "content": "q"}, {"role": "assistant", "content": r}]
+    scores = utils.process_conflict({"conflict_turn": 5}, [json.dumps(messages)])
+    assert scores["french_before_request"] == 1.0 and scores["french_after_request"] == 0.0
