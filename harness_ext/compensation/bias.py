@@ -102,6 +102,31 @@ class DriftState:
         # the bias to the merged mask cannot lift a masked entry
         return torch.addcmul(merged, bias, g[None, :, None, None])
 
+    def folded(self, layer_idx: int, query, key, value, scaling: float):
+        """``query``, ``key``, ``value`` with one more channel that carries the bias: the
+        query's is ``bias[q] / scaling``, the key's 1 on span keys (0 elsewhere), the
+        value's 0, so that ``scaling * q'.k'`` is the logit plus the bias and the output's
+        extra channel is 0. This keeps a causal call without a mask on sdpa's fast causal
+        path (a float mask would make it compute the whole square). ``None`` when nothing
+        is biased."""
+        slot = ("folded", query.shape[2], key.shape[2])
+        if slot not in self._masks:
+            self._masks[slot] = bias_factors(self, query.shape[2], key.shape[2], query.device)
+        f = self._masks[slot]
+        if f is None:
+            return None
+        per_query, span = f
+        b = per_query[:, None, :, None]  # (B, 1, Q, 1)
+        if self.config.mode == "head":
+            if self.head_gammas is None:
+                raise RuntimeError("head compensation needs calibrated per-head strengths")
+            b = b * self.head_gammas[layer_idx].to(b.device)[None, :, None, None]
+        B, H, Q, _ = query.shape
+        extra_q = (b / scaling).to(query.dtype).expand(B, H, Q, 1)
+        extra_k = span[:, None, :, None].to(key.dtype).expand(B, key.shape[1], key.shape[2], 1)
+        return (torch.cat([query, extra_q], -1), torch.cat([key, extra_k], -1),
+                torch.cat([value, value.new_zeros(*value.shape[:-1], 1)], -1))
+
 
 def logical_positions(attention_mask_2d: torch.Tensor) -> torch.Tensor:
     """0-based positions of real tokens, -1 on (left or right) padding."""
@@ -109,9 +134,10 @@ def logical_positions(attention_mask_2d: torch.Tensor) -> torch.Tensor:
     return torch.where(m.bool(), m.cumsum(-1) - 1, torch.full_like(m, -1))
 
 
-def bias_for(state: DriftState, q_len: int, k_len: int, dtype: torch.dtype, device) -> torch.Tensor | None:
-    """Additive logits (B, 1, Q, K) before any per-head scale, or None when nothing is
-    biased in this call. Queries and keys are the last ``q_len`` / ``k_len`` columns of the
+def bias_factors(state: DriftState, q_len: int, k_len: int, device):
+    """The bias as ``(per-query value (B, Q), span keys (B, K))``, before any per-head scale:
+    the bias of query q on key k is ``value[q] * span[k]``. ``None`` when nothing is biased
+    in this call. Queries and keys are the last ``q_len`` / ``k_len`` columns of the
     forward's positions (a sliding-window cache keeps only the last keys)."""
     cfg = state.config
     if not cfg.active or state.span_end is None:
@@ -127,15 +153,23 @@ def bias_for(state: DriftState, q_len: int, k_len: int, dtype: torch.dtype, devi
     P = state.span_end.to(device)[:, None]
     active = (qpos >= P) & (P > 1)
     in_span = (kpos >= 1) & (kpos < P)
-    pair = active[:, :, None] & in_span[:, None, :]
-    if not bool(pair.any()):
+    if not bool((active.any(1) & in_span.any(1)).any()):
         return None
     if cfg.mode == "const":
         val = state.const.to(device=device, dtype=torch.float32)[:, None].expand(qpos.shape)
     else:
         val = torch.log((qpos.clamp(min=0).float() + 1) / P.clamp(min=1).float())
-    bias = torch.where(pair, val[:, :, None], torch.zeros((), device=device)) * cfg.strength
-    return bias[:, None].to(dtype)
+    return torch.where(active, val, torch.zeros((), device=device)) * cfg.strength, in_span.float()
+
+
+def bias_for(state: DriftState, q_len: int, k_len: int, dtype: torch.dtype, device) -> torch.Tensor | None:
+    """Additive logits (B, 1, Q, K) before any per-head scale, or None when nothing is
+    biased in this call."""
+    f = bias_factors(state, q_len, k_len, device)
+    if f is None:
+        return None
+    value, span = f
+    return (value[:, None, :, None] * span[:, None, None, :]).to(dtype)
 
 
 def _merge_mask(attention_mask, bias, query, key):
@@ -152,10 +186,20 @@ def _merge_mask(attention_mask, bias, query, key):
 
 
 def drift_sdpa(module, query, key, value, attention_mask, **kwargs):
+    """sdpa with the bias: a causal call without a mask (a prefill with no padding) gets the
+    bias through an extra channel (``DriftState.folded``) and keeps sdpa's causal fast
+    path; every other call gets it folded into the mask."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     state = getattr(module, "_drift_state", None)
     if state is not None:
+        if attention_mask is None and query.shape[2] > 1:
+            scaling = kwargs.pop("scaling", None) or module.scaling
+            folded = state.folded(module.layer_idx, query, key, value, scaling)
+            if folded is not None:
+                out, weights = sdpa_attention_forward(module, *folded, None, scaling=scaling, **kwargs)
+                return out[..., : value.shape[-1]], weights
+            kwargs["scaling"] = scaling
         attention_mask = state.mask_for(module.layer_idx, attention_mask, query, key)
     return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
 
