@@ -81,14 +81,6 @@ def test_drift_french_group_end_to_end_with_conversations(smollm2_dir, tmp_path)
         assert messages[0]["role"] == "system"
 
 
-def test_conversation_task_on_another_model_names_hf_drift(smollm2_dir):
-    r = run_lm_eval(["--model", "hf", "--model_args", f"pretrained={smollm2_dir}", "--tasks", "drift_french_multiturn",
-              "--limit", "1", "--device", "cpu"])
-    assert r.returncode != 0
-    line = last_line(r.stderr)
-    assert line.startswith("error: drift_french_multiturn") and "--model hf-drift" in line, r.stderr[-2000:]
-
-
 def test_task_listing_and_validation():
     r = run_lm_eval(["ls", "tasks"])
     assert r.returncode == 0

@@ -8,11 +8,13 @@ lives in ``drift_eval.metrics``.
 """
 from __future__ import annotations
 
+import json
 from copy import deepcopy
 
 from drift_eval.errors import DriftUsageError
 from drift_eval.measure.conversation import ConversationSpec, assistant_replies
 from drift_eval.metrics import conversation, drift, langid
+from drift_eval.plugin.answers import meta_of
 from drift_eval.plugin.request_types import CONVERSATION
 from drift_eval.plugin.task_base import YamlTask
 from drift_eval.tasks.drift_french.data import read_conversations, read_requests, system_prompt
@@ -30,7 +32,31 @@ def load_single_turn(prompt_language: str = "en", **_metadata):
 def process_results(doc, results):
     scores = drift.score_response(results[0], instruction=doc["system_prompt"], lang="fr")
     scores["drift_score"] = scores["fully_french"]  # the drift_french group's headline
+    scores.update(answer_record(results[0]))
     return scores
+
+
+def answer_record(answer) -> dict:
+    """What the backend reported about an answer (``drift_eval.plugin.backends``): whether
+    its length was forced, its length in tokens (None: the backend cannot count), and where
+    the instruction sat (``system``/``user``/``plain``; None: not known)."""
+    meta = meta_of(answer)
+    tokens = meta.get("tokens")
+    return {"forced_length": float(meta.get("forced_length") is True),
+            "answer_tokens": float(tokens) if isinstance(tokens, int) else None,
+            "instruction_placement": meta.get("instruction_placement")}
+
+
+def mean_known(values):
+    """lm-eval aggregation: the mean of the values that are known (not None)."""
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def placements(values) -> str:
+    """lm-eval aggregation of ``instruction_placement``: the one placement of the run, or
+    every placement seen, joined by '+'."""
+    return "+".join(sorted({str(v) for v in values})) or "none"
 
 
 mean_drift_onset = drift.mean_drift_onset
@@ -90,7 +116,7 @@ def load_conversations(prompt_language: str = "en", mode: str = "live", reinject
 
 
 class ConversationTask(DriftTask):
-    """One ``generate_conversation`` request per doc, served by ``hf-drift``."""
+    """One ``generate_conversation`` request per doc, served by every chat model."""
 
     def construct_requests(self, doc, ctx, **kwargs):
         return self.request(doc, CONVERSATION, doc["spec"], deepcopy(self.config.generation_kwargs), **kwargs)
@@ -100,7 +126,16 @@ def process_conversation(doc, results):
     replies = assistant_replies(results[0])
     scores = conversation.score_conversation(replies, lang="fr")
     scores["drift_score"] = scores["all_turns_french"]
+    scores["instruction_placement"] = conversation_placement(results[0])
     return scores
+
+
+def conversation_placement(messages) -> str:
+    """Where the instruction sat in a logged conversation: its own system turn, or the top
+    of the first user message (a chat template without a system role)."""
+    if isinstance(messages, str):
+        messages = json.loads(messages)
+    return "system" if messages and messages[0].get("role") == "system" else "user"
 
 
 def process_fixed_history(doc, results):
