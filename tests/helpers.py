@@ -145,7 +145,7 @@ class LlamaServer:
         log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf_path), "--model_alias", self.alias,
-             "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx), "--n_threads", "2"],
+             "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx), "--n_threads", "1", "--n_threads_batch", "1"],
             stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, **ENV))
         log.close()
         deadline = time.monotonic() + self.timeout

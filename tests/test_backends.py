@@ -228,3 +228,32 @@ def test_readme_backends_table_matches_the_mapping():
             assert compensation.startswith("yes" if name == "hf-drift" else "no"), name
             assert internals.startswith("yes" if name == "hf-drift" else "no"), name
     assert {"hf-drift", "hf", "vllm", "sglang", "local-chat-completions", "openai-chat-completions"} <= seen
+
+
+def _build_once(path, log):
+    """One process's attempt to build ``path`` (what the GGUF and calibration caches do)."""
+    import time
+
+    from drift_eval.files import build_lock, write_text_atomic
+
+    with build_lock(path):
+        if not os.path.isfile(path):
+            with open(log, "a") as fh:
+                fh.write("built\n")
+            time.sleep(0.5)  # the other process arrives meanwhile and waits for the lock
+            write_text_atomic(path, "done")
+    with open(path) as fh:
+        return fh.read()
+
+
+@pytest.mark.slow
+def test_a_cache_wanted_by_two_processes_at_once_is_built_once(tmp_path):
+    import multiprocessing
+
+    target, log = str(tmp_path / "cache" / "file.json"), str(tmp_path / "log")
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        assert pool.starmap(_build_once, [(target, log), (target, log)]) == ["done", "done"]
+    with open(log) as fh:
+        assert fh.read() == "built\n"
+    assert sorted(os.listdir(tmp_path / "cache")) == ["file.json", "file.json.lock"]  # no temporary file left
