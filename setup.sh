@@ -4,7 +4,23 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
+# C/C++ compilers and CMake: fastText and llama-cpp-python build from source.
+if ! command -v g++ >/dev/null 2>&1 || ! command -v cmake >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get install -y -qq build-essential cmake >/dev/null 2>&1 \
+      || { $SUDO apt-get update -qq >/dev/null 2>&1 && $SUDO apt-get install -y -qq build-essential cmake >/dev/null 2>&1; } \
+      || echo "warning: could not install a C++ compiler and CMake; the builds below need them" >&2
+  else
+    echo "warning: apt-get not found: install a C++ compiler and CMake yourself" >&2
+  fi
+fi
 "$PY" -m pip install --quiet "torch==2.13.0"
+# llama-cpp-python's OpenAI-compatible server, which the server-backend tests start on
+# 127.0.0.1 to serve the bundled SmolLM2 GGUF file. PyPI has only its source: the first build takes about
+# 3-6 minutes on 2 cores (the multimodal part is left out), then pip reuses the cached wheel.
+CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
+  "$PY" -m pip install --quiet "llama-cpp-python[server]==0.3.16"
 "$PY" -m pip install --quiet -e ".[test]"
 # SmolLM2-135M-Instruct (GGUF, Apache-2.0) for the demo and the tests; --no-deps because the
 # package's own code (an `llm` plugin) is never used, only the model file it carries.

@@ -2,11 +2,13 @@
 
 Python imports this module at start-up through ``lm_eval_drift.pth``. It must stay cheap:
 it imports nothing heavy and only puts a finder on ``sys.meta_path`` that waits for
-``lm_eval.tasks.manager``, ``lm_eval.models`` and ``lm_eval.api.model``. When one of them
-is imported, the finder wraps its loader so that, right after the module has run, the
-drift task folder joins every ``TaskManager``'s search path, ``hf-drift`` joins the model
-registry, and models other than ``hf-drift`` answer the drift request types with a one-line
-error. Nothing happens in processes that never import lm-eval.
+``lm_eval.tasks.manager``, ``lm_eval.models``, ``lm_eval.api.model`` and
+``lm_eval.evaluator``. When one of them is imported, the finder wraps its loader so that,
+right after the module has run, the drift task folder joins every ``TaskManager``'s search
+path, ``hf-drift`` joins the model registry, every chat model serves conversations while
+other models answer the internals request types with a one-line error, and every
+``evaluate`` first checks the task/model pair (``drift_eval.plugin.backends``). Nothing
+happens in processes that never import lm-eval.
 
 ``LM_EVAL_DRIFT_AUTOLOAD=0`` switches the hook off (then use ``--include_path``); where the
 installed lm-eval reads the entry-point groups itself, the hook leaves that part to it
@@ -15,7 +17,7 @@ installed lm-eval reads the entry-point groups itself, the hook leaves that part
 import os
 import sys
 
-_TARGETS = ("lm_eval.tasks.manager", "lm_eval.models", "lm_eval.api.model")
+_TARGETS = ("lm_eval.tasks.manager", "lm_eval.models", "lm_eval.api.model", "lm_eval.evaluator")
 
 
 def _after_tasks_manager(module):
@@ -36,8 +38,14 @@ def _after_api_model(module):
     add_request_fallbacks(module)
 
 
+def _after_evaluator(module):
+    from drift_eval.plugin.registration import patch_evaluator
+
+    patch_evaluator(module)
+
+
 _AFTER = {"lm_eval.tasks.manager": _after_tasks_manager, "lm_eval.models": _after_models,
-          "lm_eval.api.model": _after_api_model}
+          "lm_eval.api.model": _after_api_model, "lm_eval.evaluator": _after_evaluator}
 
 
 class _Loader:

@@ -3,6 +3,8 @@ writes, and the shipped prose. Pure Python, no torch.
 
 * Writes go to a temporary file in the target's folder, then ``os.replace`` it: a reader
   sees the old file or the new one, never half of one.
+* A cache that several processes may build at once (the ranks of a data-parallel run) is
+  built under ``build_lock``: one process builds it, the others wait and then read it.
 * Reads name the file and say what is wrong with it in one ``DriftUsageError`` line (not
   UTF-8, not JSON, a line that is not an object), never a traceback and never half a file.
 """
@@ -37,6 +39,22 @@ def atomic_open(path: str, mode: str = "w", encoding: str | None = "utf-8"):
         except FileNotFoundError:
             pass
         raise
+
+
+@contextmanager
+def build_lock(path: str):
+    """Hold an exclusive lock on ``path + ".lock"`` while building ``path``: processes that
+    build the same file (or folder) take turns, so the first builds it and the others, once
+    they hold the lock, find it built. The lock file stays (it is empty)."""
+    import fcntl
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(f"{path}.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def write_text_atomic(path: str, text: str) -> str:

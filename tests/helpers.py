@@ -77,3 +77,105 @@ REAL_SWEEP_ARGS = ["--settings", "none,log:1",
                    "--tasks", "drift_french_single,drift_french_multiturn_fixed,position_bias",
                    "--limit", "2", "--gen-kwargs", "max_gen_toks=16", "--batch-size", "2",
                    "--metadata", '{"length": 8, "sequences": 1}']
+
+
+def accelerate_lm_eval(args, processes=2, env_extra=None, timeout=1200):
+    """``accelerate launch --num_processes N --cpu -m lm_eval ARGS`` in a subprocess."""
+    env = dict(os.environ, **ENV, **(env_extra or {}))
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(processes), "--cpu",
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "lm_eval",
+           *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+# A Gemma-style chat template: no system role (it raises on one), "model" for the assistant.
+NO_SYSTEM_TEMPLATE = (
+    "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+    "{% for message in messages %}{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
+    "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}"
+)
+
+
+def model_with_template(model_dir, target, template):
+    """A copy of a model folder (weights linked, not copied) whose tokenizer has
+    ``template`` as its chat template, or none when ``template`` is None."""
+    os.makedirs(target, exist_ok=True)
+    for name in os.listdir(model_dir):
+        if name in ("chat_template.jinja", "tokenizer_config.json"):
+            continue
+        os.symlink(os.path.join(model_dir, name), os.path.join(target, name))
+    with open(os.path.join(model_dir, "tokenizer_config.json"), encoding="utf-8") as fh:
+        config = json.load(fh)
+    config.pop("chat_template", None)
+    with open(os.path.join(target, "tokenizer_config.json"), "w", encoding="utf-8") as fh:
+        json.dump(config, fh)
+    if template is not None:
+        with open(os.path.join(target, "chat_template.jinja"), "w", encoding="utf-8") as fh:
+            fh.write(template)
+    return str(target)
+
+
+def free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LlamaServer:
+    """llama-cpp-python's OpenAI-compatible server on 127.0.0.1, serving a GGUF file, as a
+    context manager: started on a free port, ready when ``/v1/models`` answers, always
+    stopped (``.url`` is the chat-completions endpoint; ``.log`` its output)."""
+
+    def __init__(self, gguf_path, log_path, alias="smollm2", n_ctx=2048, timeout=240):
+        self.gguf_path, self.log_path, self.alias, self.n_ctx, self.timeout = gguf_path, log_path, alias, n_ctx, timeout
+        self.port = free_port()
+        self.proc = None
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}/v1/chat/completions"
+
+    def __enter__(self):
+        import time
+        import urllib.request
+
+        log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf_path), "--model_alias", self.alias,
+             "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx), "--n_threads", "1", "--n_threads_batch", "1"],
+            stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, **ENV))
+        log.close()
+        deadline = time.monotonic() + self.timeout
+        try:
+            while True:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"llama_cpp.server exited with {self.proc.returncode}: {self.tail()}")
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v1/models", timeout=5) as r:
+                        if r.status == 200:
+                            return self
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"llama_cpp.server not ready after {self.timeout} s: {self.tail()}")
+                time.sleep(0.5)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+
+    def __exit__(self, *exc):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return False
+
+    def tail(self, n=2000):
+        with open(self.log_path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()[-n:]

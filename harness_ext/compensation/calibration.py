@@ -10,7 +10,8 @@ by least squares over the answer's positions (the first ``SKIP`` skipped). The h
 strength is ``gamma = clip(kappa, 0, KAPPA_MAX)``: adding ``gamma * log((q+1)/P)`` to its
 logits multiplies the span's weights by ``((q+1)/P)^gamma``, which cancels that head's own
 decay when the span's share is small. ``log`` compensation is the special case
-``gamma = 1`` for every head. Results are cached per model (``DRIFT_CACHE_DIR``).
+``gamma = 1`` for every head. Results are cached per model (``DRIFT_CACHE_DIR``), written
+atomically under a lock, so the ranks of a data-parallel run measure once.
 """
 from __future__ import annotations
 
@@ -57,15 +58,24 @@ def model_fingerprint(model) -> str:
 
 def head_gammas(model, tokenizer, use_cache: bool = True) -> torch.Tensor:
     """(layers, heads) per-head strengths for ``model``; computed once, then cached."""
-    from ..files import read_json, write_json_atomic
-    from ..measure import capture
+    from ..files import build_lock, read_json
     from ..plugin.local_models import cache_dir
-    from . import bias
-    from .spans import system_span_end, token_count_before
 
     path = os.path.join(cache_dir("head_calibration"), model_fingerprint(model) + ".json")
-    if use_cache and os.path.isfile(path):
-        return torch.tensor(read_json(path)["gamma"], dtype=torch.float32)
+    if not use_cache:
+        return _measure(model, tokenizer, path=None)
+    with build_lock(path):  # the ranks of a data-parallel run: one measures, the others wait and read
+        if os.path.isfile(path):
+            return torch.tensor(read_json(path)["gamma"], dtype=torch.float32)
+        return _measure(model, tokenizer, path)
+
+
+def _measure(model, tokenizer, path: str | None) -> torch.Tensor:
+    """Measure the per-head strengths; write them to ``path`` (atomically) unless None."""
+    from ..files import write_json_atomic
+    from ..measure import capture
+    from . import bias
+    from .spans import system_span_end, token_count_before
 
     system = calibration_system_prompt()
     messages = [{"role": "system", "content": system}, {"role": "user", "content": USER_PROMPT},
@@ -97,5 +107,6 @@ def head_gammas(model, tokenizer, use_cache: bool = True) -> torch.Tensor:
     finally:
         state.config = setting
     gamma = np.stack([rows[i] for i in sorted(rows)]).round(6)  # what the cache file holds, so both routes agree
-    write_json_atomic(path, {"version": VERSION, "span_end": span_end, "tokens": int(n), "gamma": gamma.tolist()})
+    if path is not None:
+        write_json_atomic(path, {"version": VERSION, "span_end": span_end, "tokens": int(n), "gamma": gamma.tolist()})
     return torch.tensor(gamma, dtype=torch.float32)

@@ -3,11 +3,13 @@
 lm-eval never feeds a model's reply back into a later turn. A conversation task sends one
 request per conversation (request type ``generate_conversation``; ``arguments[0]`` is the
 JSON of a ``ConversationSpec``, ``arguments[1]`` the generation kwargs of every turn).
-``hf-drift`` serves it with ``run_conversations``: turn k of every conversation is
+Every lm-eval chat model serves it with ``run_conversations``
+(``drift_eval.plugin.backends.serve_conversations``): turn k of every conversation is
 generated in one batched ``generate_until`` call (same batching, padding, stop sequences
-and compensation as single-turn tasks), each reply is appended as an assistant turn with
-the model's chat template, and the next turn is built on that history. The system prompt
-is the compensation span in every turn, so the bias follows it as history grows.
+and, on ``hf-drift``, compensation as single-turn tasks), each reply is appended as an
+assistant turn with the model's chat template, and the next turn is built on that history.
+The system prompt is the compensation span in every turn, so the bias follows it as
+history grows.
 
 Variants: ``reinject_every = k`` restates the system prompt at the top of the user message
 of turns k+1, 2k+1, ...; ``mode = "fixed"`` replays scripted assistant replies for every
@@ -61,10 +63,10 @@ class ConversationSpec:
 
 
 def run_conversations(lm, requests, progress=None) -> list[list[dict]]:
-    """Serve ``generate_conversation`` requests with ``lm`` (an ``HFLM``); returns each
-    conversation's full message list (system, user and assistant turns). ``hf-drift``
-    hands lm-eval each list as JSON text (``dump_messages``), so that logged samples keep
-    the whole conversation verbatim."""
+    """Serve ``generate_conversation`` requests with ``lm`` (any lm-eval model with
+    ``apply_chat_template`` and ``generate_until``); returns each conversation's full message
+    list (system, user and assistant turns). ``serve_conversations`` hands lm-eval each list
+    as JSON text (``dump_messages``), so that logged samples keep the whole conversation."""
     from lm_eval.api.instance import Instance
 
     specs = [ConversationSpec.from_json(r.args[0]) for r in requests]

@@ -12,14 +12,19 @@ backend knows about it:
   end-of-sequence was the most likely token while it was suppressed (``None``: it never was,
   or nobody watched); see ``drift_eval.plugin.generation``;
 * ``natural_end_chars``: the length of the text those tokens decode to, where the answer
-  would have ended.
+  would have ended;
+* ``instruction_placement``: where the task's system prompt sat in the prompt: ``system``
+  (the system turn), ``user`` (the top of the first user message, for a chat template
+  without a system role) or ``plain`` (a prompt rendered without a chat template); see
+  ``drift_eval.plugin.backends``.
 
 ``process_results`` functions read ``meta_of(results[0])``. Caches store ``to_json()`` and
 rebuild with ``from_json`` (JSON only: nothing is unpickled).
 """
 from __future__ import annotations
 
-FIELDS = ("tokens", "forced_length", "natural_end", "natural_end_chars")
+FIELDS = ("tokens", "forced_length", "natural_end", "natural_end_chars", "instruction_placement")
+PLACEMENTS = ("system", "user", "plain")
 
 
 class Answer(str):
@@ -50,6 +55,8 @@ class Answer(str):
                 raise ValueError(f"answer field {k} must be an integer or null")
         if "forced_length" in meta and not isinstance(meta["forced_length"], bool):
             raise ValueError("answer field forced_length must be true or false")
+        if "instruction_placement" in meta and meta["instruction_placement"] not in PLACEMENTS:
+            raise ValueError(f"answer field instruction_placement must be one of {', '.join(PLACEMENTS)}")
         return cls(obj["text"], **meta)
 
 

