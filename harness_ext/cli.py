@@ -216,7 +216,8 @@ def _decode(args) -> int:
 
     def log(scene_id, summary):
         line = ", ".join(f"{a} {r['hidden_accuracy']:.2f}/{r['text_accuracy']:.2f}" for a, r in summary.items())
-        bar.write(f"{scene_id} done; hidden/text accuracy at t={settings.generation_length} so far: {line}")
+        bar.write(f"{scene_id} done; hidden/text accuracy at t={settings.generation_length} so far: {line}",
+                  file=sys.stderr)
 
     with tqdm(total=len(scenes) * (1 + len(axes)) * settings.samples, desc="trajectories", unit="traj",
               file=sys.stderr) as bar:

@@ -18,6 +18,7 @@ grow with the number of continuations.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -270,7 +271,8 @@ def decomposition(parts, S, centres, names, iters: int = 1000, seed: int = 0) ->
         b_exps, _, b_rebuilt = _rebuild(bp, centres)
         b_pred, _, _ = power_law_fit(centres, b_rebuilt)
         b_meas, _, _ = power_law_fit(centres, bS)
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # layers with no fit in any resample: NaN
             se = {"difference": np.nanstd(b_pred - b_meas, 0, ddof=1), "alpha_predicted": np.nanstd(b_pred, 0, ddof=1),
                   **{name: np.nanstd(b_exps[:, i], 0, ddof=1) for i, name in enumerate(names)}}
 
