@@ -29,6 +29,11 @@ def test_drift_decode_through_lm_eval(tiny_model_dir, tmp_path):
     assert answer["centres"] == [16, 32] and answer["predictions"] == 10
     assert answer["settings"]["samples"] == 5 and answer["settings"]["temperature"] == 1.0
     assert answer["languages"]["variant"]["prompt"] == "fr" and len(answer["languages"]["variant"]["majority"]) == 5
+    report = tmp_path / "report.md"
+    r = run_drift_eval(["report", out, "-o", report])
+    assert r.returncode == 0, r.stderr[-2000:]
+    text = report.read_text(encoding="utf-8")
+    assert "## What free generation still carries (decodability)" in text and "| translation | 32 |" in text
 
 
 def test_drift_decode_on_another_model_names_hf_drift(tiny_model_dir):
@@ -54,6 +59,10 @@ def test_alpha_decomposition_through_lm_eval(tiny_model_dir, tmp_path):
     assert len(a["alpha_direct_layers,none"]) == 2 and 0.0 <= a["relay_share,none"] <= 1.0
     answer = json.loads(samples_of(out, "drift_alpha_translation")[0]["resps"][0][0])
     assert answer["parts"]["names"] == ["residual", "direct", "relay", "mlp"]
+    report = tmp_path / "report.html"
+    r = run_drift_eval(["report", out, "-o", report])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert 'id="direct-relay"' in report.read_text(encoding="utf-8")
     # without eager attention: one line saying what to pass
     r = run_lm_eval(["--model", "hf-drift", "--model_args", f"pretrained={tiny_model_dir}",
                      "--tasks", "drift_alpha_translation", "--metadata", json.dumps(meta), "--device", "cpu"])

@@ -132,9 +132,29 @@ def hidden_accuracy_grid(items):
     return ListValue(tuple(row) for row in _summary(items)["hidden"]["accuracy"])
 
 
+def hidden_accuracy_by_t(items):
+    """Per t, the median over layers."""
+    return ListValue(_summary(items)["hidden_accuracy_by_t"])
+
+
 def text_accuracy_by_t(items):
     return ListValue(_summary(items)["text"]["accuracy"])
 
 
+def t_centres(items):
+    """The generated-token positions t of the tables' columns."""
+    return ListValue(_summary(items)["centres"])
+
+
+def trajectories(items):
+    """Held-out predictions behind every accuracy (2 × samples × scenes)."""
+    return _summary(items)["predictions"]
+
+
+def samples_per_prompt(items):
+    return _summary(items)["switches_base"]["of"]
+
+
 METRICS = ("hidden_accuracy", "hidden_accuracy_se", "hidden_accuracy_best", "text_accuracy", "text_accuracy_se",
-           "switches_base", "switches_variant", "hidden_accuracy_grid", "text_accuracy_by_t")
+           "switches_base", "switches_variant", "trajectories", "samples_per_prompt", "hidden_accuracy_grid",
+           "hidden_accuracy_by_t", "text_accuracy_by_t", "t_centres")
