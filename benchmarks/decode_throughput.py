@@ -62,7 +62,7 @@ def throughput(args):
     def bare():
         with torch.no_grad():
             for name, text in prompts.items():
-                ids = decode.prompt_ids(tok, text + decode.SEPARATOR)
+                ids = decode.prompt_ids(tok, text) + tok(decode.SEPARATOR, add_special_tokens=False)["input_ids"]
                 for b, k0 in enumerate(range(0, settings.samples, args.batch_size)):
                     rows = torch.tensor([ids] * min(args.batch_size, settings.samples - k0))
                     with torch.random.fork_rng(devices=[]):
@@ -92,35 +92,18 @@ def throughput(args):
             "throughput_ratio_median": statistics.median(ratios)}
 
 
-def _rss_mib() -> float:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
-
-
 def peak_memory_child(args):
-    import threading
+    """Resident memory while one scene is measured (``_memory.peak_growth``)."""
+    from _memory import peak_growth
 
     from drift_eval.measure import decode
 
     torch.set_num_threads(args.threads)
     model, tok, scene, settings = _setup(args.samples, args.length)
-    before = _rss_mib()
-    peak = [before]
-    done = threading.Event()
-
-    def sample():
-        while not done.is_set():
-            peak[0] = max(peak[0], _rss_mib())
-            time.sleep(0.002)
-
-    t = threading.Thread(target=sample, daemon=True)
-    t.start()
-    decode.scene(model, tok, scene["id"], scene["base"], {"translation": scene["translation"]}, settings,
-                 batch_size=args.batch_size)
-    done.set()
-    t.join()
-    print(json.dumps({"samples": args.samples, "rss_before_mib": round(before, 1), "peak_rss_mib": round(peak[0], 1),
-                      "growth_mib": round(peak[0] - before, 1)}))
+    grew = peak_growth(lambda: decode.scene(model, tok, scene["id"], scene["base"],
+                                            {"translation": scene["translation"]}, settings,
+                                            batch_size=args.batch_size))
+    print(json.dumps({"samples": args.samples, **grew}))
 
 
 def main():

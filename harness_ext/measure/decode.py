@@ -126,17 +126,19 @@ def generate(model, tokenizer, scene: str, prompts: dict[str, str], settings: Se
                            max_new_tokens=settings.generation_length + 1, min_new_tokens=settings.generation_length + 1,
                            eos_token_id=eos, pad_token_id=pad)
     keep = _Centres(L, centres)
+    separator = tokenizer(SEPARATOR, add_special_tokens=False)["input_ids"]
     out = {}
     with capture(model, block_output=keep), torch.no_grad():
         for pi, (name, text) in enumerate(prompts.items()):
-            ids = prompt_ids(tokenizer, text + SEPARATOR)
+            span = len(prompt_ids(tokenizer, text))  # the prompt, as α's rows hold it, then the separator
+            ids = prompt_ids(tokenizer, text) + list(separator)
             tokens = np.zeros((settings.samples, settings.generation_length), dtype=np.int64)
             for b, k0 in enumerate(range(0, settings.samples, batch_size)):
                 k1 = min(settings.samples, k0 + batch_size)
                 rows = torch.tensor([ids] * (k1 - k0), device=device)
                 keep.start(k1 - k0, model.config.hidden_size)
                 if state is not None and state.config.active:
-                    state.set_rows([len(ids)] * (k1 - k0), [len(ids)] * (k1 - k0), settings.generation_length + 1)
+                    state.set_rows([span] * (k1 - k0), [len(ids)] * (k1 - k0), settings.generation_length + 1)
                 try:
                     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
                         torch.manual_seed(_seed(settings.seed, scene, name, b))
