@@ -32,7 +32,7 @@ from ..errors import DriftUsageError
 from ..files import read_jsonl, read_text
 from ..metrics import alpha as am
 from ..tasks.drift_alpha.data import AXES  # noqa: F401  (the variant axes of a scene)
-from .capture import EAGER, capture, decoder_blocks, output_projection
+from .capture import capture, decoder_blocks, output_projection, require_eager
 
 SEPARATOR = "\n\n"
 
@@ -277,15 +277,6 @@ class SceneSums:
         return {"names": list(_Parts.NAMES), "signal": grid}
 
 
-def check_decomposable(model) -> None:
-    """One line unless ``model`` runs eager attention (the decomposition reads its weights)."""
-    impl = model.config._attn_implementation
-    if impl not in EAGER:
-        raise DriftUsageError(f"the direct/relay decomposition needs eager attention (it reads the attention "
-                              f"weights and value states), but the model runs '{impl}': pass "
-                              "--model_args ...,attention=eager to hf-drift")
-
-
 def scene_offsets(model, tokenizer, base: str, variants: dict[str, str], cont_ids: list[list[int]],
                   windows, state=None, batch_size: int = 8, progress=None, decompose: bool = False) -> dict:
     """Per axis, the window signal and noise curves (layers x windows) of one scene; with
@@ -293,7 +284,7 @@ def scene_offsets(model, tokenizer, base: str, variants: dict[str, str], cont_id
     if len(cont_ids) < 2:
         raise DriftUsageError("the α metric needs at least two continuations")
     if decompose:
-        check_decomposable(model)
+        require_eager(model, "the direct/relay decomposition")
     T = len(cont_ids[0])
     L = len(decoder_blocks(model))
     device = next(model.parameters()).device
@@ -368,7 +359,7 @@ def measure(model, tokenizer, scenes: list[dict], continuations: list[str], leng
     names) over shared ``continuations``; see ``drift_eval.metrics.alpha.summarise``. With
     ``decompose`` each axis also gets ``decomposition`` (``metrics.alpha.decomposition``)."""
     if decompose:
-        check_decomposable(model)
+        require_eager(model, "the direct/relay decomposition")
     cont_ids, T = continuation_ids(tokenizer, continuations, length)
     windows = am.octave_windows(T, width, first_centre, max_octaves)
     if len(windows) < 3:
@@ -436,7 +427,7 @@ def serve_offsets(lm, requests) -> list[str]:
     model, tok, state = _lm_parts(lm)
     specs = [json.loads(r.args[0]) for r in requests]
     if any(s.get("decompose") for s in specs):
-        check_decomposable(model)  # before any forward
+        require_eager(model, "the direct/relay decomposition")  # before any forward
     groups: dict = {}
     for i, s in enumerate(specs):
         key = (s["base"], tuple(s["continuations"]), s.get("length"), json.dumps(s.get("windows", {}), sort_keys=True),

@@ -68,6 +68,16 @@ VALUES_IMPLEMENTATION = "drift_eager_values"
 EAGER = ("eager", "drift_eager")
 
 
+def require_eager(model, purpose: str) -> None:
+    """One line unless ``model`` runs eager attention (the only one that hands out its
+    weights), naming ``purpose``."""
+    impl = model.config._attn_implementation
+    if impl not in EAGER:
+        raise DriftUsageError(f"{purpose} needs eager attention (it reads the attention weights and value states), "
+                              f"but the model runs '{impl}': load it with attn_implementation='eager' "
+                              "(hf-drift: --model_args ...,attention=eager)")
+
+
 def _eager_with_values(module, query, key, value, attention_mask, **kwargs):
     """``drift_eager`` (stock eager attention plus the model's compensation), then the
     capture callback with the value states and the attention weights."""
@@ -113,11 +123,8 @@ def capture(model, *, block_input=None, block_output=None, attention_output=None
     handles = []
     previous = None
     if attention_values is not None:
+        require_eager(model, "reading attention value states")
         previous = model.config._attn_implementation
-        if previous not in EAGER:
-            raise DriftUsageError(f"reading attention value states needs eager attention, but the model runs "
-                                  f"'{previous}': load it with attn_implementation='eager' (hf-drift: "
-                                  "--model_args ...,attention=eager)")
         _register_values_implementation()
         from ..compensation import bias
     try:

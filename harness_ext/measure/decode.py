@@ -1,16 +1,17 @@
 """Free generation from prompt pairs: what the trajectories still carry of the prompt.
 
-For one scene, every prompt (the base and each requested variant) starts ``n`` sampled
-generations of ``length`` tokens (plain text prompt, then ``"\\n\\n"``, as for α;
-end-of-sequence suppressed, so every trajectory reaches ``length``; temperature only, no
-top-k / top-p; under the run's compensation with the whole prompt as the span). Each batch
-holds copies of one prompt and is seeded from (seed, scene, prompt, batch), so a prompt's
-trajectories do not depend on which other prompts were asked for. While the batch
-generates, ``capture`` keeps the residual stream (every block's output) at the generated
-tokens ``t = 16, 32, …`` only, and those go to a temporary file: memory holds one batch's
-generation and one probe's ``2n × d`` slice, whatever ``n`` is. The generation runs one
-token past ``length`` so that the hidden state at ``t = length`` (which reads token
-``length``) exists; that extra token is not part of the text.
+For one scene, every prompt (the base and each requested variant) starts ``samples``
+sampled generations of ``generation_length`` tokens (the prompt as plain text, then
+``"\n\n"``, as α's rows hold them; end-of-sequence suppressed, so every trajectory reaches
+its length; temperature only, no top-k / top-p; under the run's compensation with the
+prompt as the span). Each batch holds copies of one prompt and is seeded from (seed, scene,
+prompt, batch), so a prompt's trajectories do not depend on which other prompts were asked
+for. While a batch generates, ``capture`` keeps the residual stream (every block's output)
+at the generated tokens ``t = 16, 32, …`` only, and those go to a temporary file, so memory
+holds one batch's generation, the token ids, and one layer's probe inputs
+(``t × 2·samples × d``) at a time. The generation runs one token past its length so that
+the hidden state at ``t = generation_length`` (which reads that token) exists; the extra
+token is not part of the text.
 
 Then, per variant: a cross-validated probe per layer and t (hidden states), a bag of the
 generated tokens per t (text), and the fastText language of each trajectory per 128-token
