@@ -188,11 +188,13 @@ def study_panels(output) -> dict:
                 lo, hi = _wilson(v.get("hidden_accuracy"), n)
                 tlo, thi = _wilson(v.get("text_accuracy"), n)
                 best = max(range(len(grid)), key=lambda i: grid[i][-1]) if grid else None
+                cells = [[{"acc": a, "ci": _wilson(a, n)} for a in row] for row in grid]
                 rows.append({"axis": axis, "t": ts[-1] if ts else None, "n": n, "hidden": v.get("hidden_accuracy"),
                              "lower": lo, "upper": hi, "best": v.get("hidden_accuracy_best"), "best_layer": best,
                              "text": v.get("text_accuracy"), "text_lower": tlo, "text_upper": thi,
                              "switches_base": v.get("switches_base"), "switches_variant": v.get("switches_variant"),
-                             "of": v.get("samples_per_prompt"), "published": PUBLISHED_DECODE.get(axis, "")})
+                             "of": v.get("samples_per_prompt"), "published": PUBLISHED_DECODE.get(axis, ""),
+                             "ts": ts, "grid": cells})
                 if ts:
                     curves[f"{axis} (hidden)"] = [(math.log2(t), a) for t, a in zip(ts, by_t)]
                     curves[f"{axis} (text)"] = [(math.log2(t), a) for t, a in zip(ts, v.get("text_accuracy_by_t") or [])]
