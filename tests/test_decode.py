@@ -59,6 +59,21 @@ def test_probes_need_enough_samples_per_fold():
         dm.probe_correct(np.zeros((6, 3)), np.r_[np.zeros(3), np.ones(3)])
 
 
+def test_store_round_trips_batches_of_samples():
+    from drift_eval.measure.decode import Store
+
+    rng = np.random.default_rng(0)
+    full = rng.normal(size=(2, 3, 4, 7, 5)).astype(np.float32)  # prompts, layers, t, samples, d
+    store = Store(*full.shape)
+    for p in range(2):
+        for k0 in range(0, 7, 3):
+            store.write(p, k0, full[p, :, :, k0:k0 + 3])
+    for p in range(2):
+        for layer in range(3):
+            assert (store.read(p, layer) == full[p, layer]).all()
+    store.close()
+
+
 def test_centres_are_the_octave_window_centres():
     assert dm.centres(512) == [16, 32, 64, 128, 256, 512]
     assert dm.centres(100, 8) == [8, 16, 32, 64]
@@ -153,10 +168,11 @@ def test_generation_keeps_the_hidden_states_at_the_centres():
 
     model = tiny_model("llama", layers=2)
     settings = decode.Settings.from_options(samples=5, generation_length=32, first_centre=8)
-    store = np.zeros((1, 2, 3, 5, 32), dtype=np.float32)
+    store = decode.Store(1, 2, 3, 5, 32)
     tokens = decode.generate(model, Tok(), "s", {"base": "A red boat."}, settings, store, batch_size=3)["base"]
     assert tokens.shape == (5, 32) and (tokens != model.generation_config.eos_token_id).all()  # suppressed
-    again = decode.generate(model, Tok(), "s", {"base": "A red boat."}, settings, np.zeros_like(store), batch_size=3)
+    again = decode.generate(model, Tok(), "s", {"base": "A red boat."}, settings, decode.Store(1, 2, 3, 5, 32),
+                            batch_size=3)
     assert (again["base"] == tokens).all()  # seeded
     prompt = Tok()("A red boat." + "\n\n")["input_ids"]
     layers = [b.module for b in decoder_blocks(model)]
@@ -170,4 +186,4 @@ def test_generation_keeps_the_hidden_states_at_the_centres():
             for h in hooks:
                 h.remove()
             for layer in range(2):
-                assert np.allclose(store[0, layer, j, k], got[layer][0, -1].numpy(), atol=1e-4)
+                assert np.allclose(store.read(0, layer)[j, k], got[layer][0, -1].numpy(), atol=1e-4)

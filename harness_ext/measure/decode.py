@@ -7,8 +7,8 @@ its length; temperature only, no top-k / top-p; under the run's compensation wit
 prompt as the span). Each batch holds copies of one prompt and is seeded from (seed, scene,
 prompt, batch), so a prompt's trajectories do not depend on which other prompts were asked
 for. While a batch generates, ``capture`` keeps the residual stream (every block's output)
-at the generated tokens ``t = 16, 32, …`` only, and those go to a temporary file, so memory
-holds one batch's generation, the token ids, and one layer's probe inputs
+at the generated tokens ``t = 16, 32, …`` only, and those go to a temporary file (``Store``),
+so memory holds one batch's generation, the token ids, and one layer's probe inputs
 (``t × 2·samples × d``) at a time. The generation runs one token past its length so that
 the hidden state at ``t = generation_length`` (which reads that token) exists; the extra
 token is not part of the text.
@@ -111,10 +111,41 @@ class _Centres:
             self.kept[:, layer, j] = h[:, -1, :].float().cpu()
 
 
-def generate(model, tokenizer, scene: str, prompts: dict[str, str], settings: Settings, store, state=None,
+class Store:
+    """The hidden states at the centres, ``(prompts, layers, t, samples, d)`` float32, in an
+    unnamed temporary file written and read with plain file I/O (not mapped, so nothing of
+    it stays resident): each batch writes its samples, each probe reads one prompt's layer."""
+
+    def __init__(self, prompts: int, layers: int, centres: int, samples: int, d: int):
+        self.shape = (prompts, layers, centres, samples, d)
+        self._fh = tempfile.TemporaryFile(prefix="drift-decode-")
+        self._fh.truncate(int(np.prod(self.shape)) * 4)
+
+    def _offset(self, prompt, layer, t=0, sample=0) -> int:
+        _, L, W, n, d = self.shape
+        return ((((prompt * L + layer) * W + t) * n + sample) * d) * 4
+
+    def write(self, prompt: int, first: int, block: np.ndarray) -> None:
+        """``block``: (layers, t, batch, d) for samples ``first .. first + batch``."""
+        block = np.ascontiguousarray(block, dtype=np.float32)
+        for layer in range(block.shape[0]):
+            for t in range(block.shape[1]):
+                os.pwrite(self._fh.fileno(), block[layer, t].tobytes(), self._offset(prompt, layer, t, first))
+
+    def read(self, prompt: int, layer: int) -> np.ndarray:
+        """(t, samples, d) of one prompt and layer."""
+        _, _, W, n, d = self.shape
+        raw = os.pread(self._fh.fileno(), W * n * d * 4, self._offset(prompt, layer))
+        return np.frombuffer(raw, dtype=np.float32).reshape(W, n, d)
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def generate(model, tokenizer, scene: str, prompts: dict[str, str], settings: Settings, store: Store, state=None,
              batch_size: int = 32, progress=None) -> dict:
     """Sample ``settings.samples`` trajectories per prompt; hidden states at the centres go
-    to ``store[prompt_index, layer, t, sample]``. Returns ``{name: (samples, length) token ids}``."""
+    to ``store``. Returns ``{name: (samples, length) token ids}``."""
     from transformers import GenerationConfig
 
     device = next(model.parameters()).device
@@ -148,7 +179,7 @@ def generate(model, tokenizer, scene: str, prompts: dict[str, str], settings: Se
                     if state is not None:
                         state.clear_rows()
                 tokens[k0:k1] = seqs[:, len(ids):len(ids) + settings.generation_length].cpu().numpy()
-                store[pi, :, :, k0:k1] = keep.kept.permute(1, 2, 0, 3).numpy()
+                store.write(pi, k0, keep.kept.permute(1, 2, 0, 3).numpy())
                 if progress:
                     progress(k1 - k0)
             out[name] = tokens
@@ -178,9 +209,8 @@ def scene(model, tokenizer, scene_id: str, base: str, variants: dict[str, str], 
     prompts = {BASE: base, **variants}
     L, d = len(decoder_blocks(model)), model.config.hidden_size
     n = settings.samples
-    with tempfile.TemporaryDirectory(prefix="drift-decode-") as tmp:
-        store = np.lib.format.open_memmap(os.path.join(tmp, "hidden.npy"), mode="w+", dtype=np.float32,
-                                          shape=(len(prompts), L, len(centres), n, d))
+    store = Store(len(prompts), L, len(centres), n, d)
+    try:
         tokens = generate(model, tokenizer, scene_id, prompts, settings, store, state, batch_size, progress)
         y = np.r_[np.zeros(n, int), np.ones(n, int)]
         langs = {name: _languages(tokenizer, text, tokens[name], settings.segment) for name, text in prompts.items()}
@@ -188,7 +218,7 @@ def scene(model, tokenizer, scene_id: str, base: str, variants: dict[str, str], 
         for vi, axis in enumerate(variants, start=1):
             hidden = np.zeros((L, len(centres)), dtype=np.int64)
             for layer in range(L):  # one layer's cells at a time: 2n × d per cell
-                cells = np.concatenate([store[0, layer], store[vi, layer]], axis=1)  # (t, 2n, d)
+                cells = np.concatenate([store.read(0, layer), store.read(vi, layer)], axis=1)  # (t, 2n, d)
                 hidden[layer] = dm.probe_correct(cells, y, settings.folds, settings.seed)
             text = []
             for t in centres:
@@ -200,7 +230,8 @@ def scene(model, tokenizer, scene_id: str, base: str, variants: dict[str, str], 
                          "languages": {"base": langs[BASE], "variant": langs[axis]},
                          "probe": dm.PROBE, "text_probe": dm.TEXT_PROBE, "settings": settings.as_dict(),
                          "compensation": state.config.label() if state is not None else "none"}
-        del store
+    finally:
+        store.close()
     return out
 
 
