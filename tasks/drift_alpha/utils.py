@@ -138,27 +138,25 @@ def beta_median_se(items):
     return _summary(items)["beta_median_se"]
 
 
+#: the decomposition's per-layer lists, by metric name
+DECOMPOSITION_LAYERS = {
+    "alpha_direct_layers": lambda d: d["alpha"]["direct"], "alpha_relay_layers": lambda d: d["alpha"]["relay"],
+    "alpha_residual_layers": lambda d: d["alpha"]["residual"], "alpha_mlp_layers": lambda d: d["alpha"]["mlp"],
+    "alpha_predicted_layers": lambda d: d["alpha_predicted"], "alpha_measured_layers": lambda d: d["alpha_measured"],
+    "difference_layers": lambda d: d["difference"], "difference_se_layers": lambda d: d["difference_se"],
+    "relay_share_layers": lambda d: d["relay_share"]}
+
+
 def _decomposition_metric(name):
     """The decomposition's metrics: headlines (medians over layers; ``alpha_gap`` is the
-    largest |α_predicted − α_measured| over layers) and per-layer lists (``*_layers``)."""
+    largest |α_predicted − α_measured| over layers) and per-layer lists."""
 
     def agg(items):
         dec = _summary(items)["decomposition"]
-        if name == "alpha_gap":
-            return dec["max_abs_difference"]
-        if name in dec["medians"]:
-            return dec["medians"][name]
-        part = {"alpha_direct_layers": ("alpha", "direct"), "alpha_relay_layers": ("alpha", "relay"),
-                "alpha_residual_layers": ("alpha", "residual"), "alpha_mlp_layers": ("alpha", "mlp")}
-        if name in part:
-            return ListValue(dec[part[name][0]][part[name][1]])
-        return ListValue(dec[name[: -len("_layers")]])
+        if name in DECOMPOSITION_LAYERS:
+            return ListValue(DECOMPOSITION_LAYERS[name](dec))
+        return dec["max_abs_difference"] if name == "alpha_gap" else dec["medians"][name]
     return agg
-
-
-DECOMPOSITION_LAYERS = ("alpha_direct_layers", "alpha_relay_layers", "alpha_residual_layers", "alpha_mlp_layers",
-                        "alpha_predicted_layers", "alpha_measured_layers", "difference_layers",
-                        "difference_se_layers", "relay_share_layers")
 
 
 def _layer_metric(name):
