@@ -97,38 +97,17 @@ def throughput(args):
             "throughput_ratios": ratios}
 
 
-def _rss_mib() -> float:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
-
-
 def peak_memory_child(args):
-    """Resident memory sampled every 2 ms while one scene is measured, against the resident
-    memory just before (loading the model peaks higher than anything after it, so the
-    process's own high-water mark would hide the measurement)."""
-    import threading
+    """Resident memory while one scene is measured (``_memory.peak_growth``)."""
+    from _memory import peak_growth
 
     from drift_eval.measure import alpha
 
     torch.set_num_threads(args.threads)
     model, tok, scene, cont_ids, windows = _setup(args.length, args.conts)
-    before = _rss_mib()
-    peak = [before]
-    done = threading.Event()
-
-    def sample():
-        while not done.is_set():
-            peak[0] = max(peak[0], _rss_mib())
-            time.sleep(0.002)
-
-    t = threading.Thread(target=sample, daemon=True)
-    t.start()
-    alpha.scene_offsets(model, tok, scene["base"], {"detail": scene["detail"]}, cont_ids, windows, None,
-                        args.batch_size)
-    done.set()
-    t.join()
-    print(json.dumps({"continuations": args.conts, "rss_before_mib": round(before, 1),
-                      "peak_rss_mib": round(peak[0], 1), "growth_mib": round(peak[0] - before, 1)}))
+    grew = peak_growth(lambda: alpha.scene_offsets(model, tok, scene["base"], {"detail": scene["detail"]}, cont_ids,
+                                                   windows, None, args.batch_size))
+    print(json.dumps({"continuations": args.conts, **grew}))
 
 
 def main():

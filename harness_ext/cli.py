@@ -10,6 +10,8 @@
     drift-eval report        comparison report (HTML / Markdown) of a results folder
     drift-eval gate          release rules on a results folder (exit 0 pass, 1 fail, 2 unusable)
     drift-eval alpha         hidden-state prompt-forgetting exponents per layer
+    drift-eval decode        what free generations still carry of the prompt: probe and
+                             text decodability per layer and t, language switches
     drift-eval accessibility cramming capacity: n50 against soft-prompt size m, and the bound
 """
 from __future__ import annotations
@@ -137,7 +139,7 @@ def _alpha(args) -> int:
         scenes = [{"base": s["base"], **{a: s[a] for a in axes}} for s in all_scenes[:args.scenes]]
     continuations = alpha.read_continuations(args.continuations, args.n_continuations)
     model, tok = _load_model(args, random_init=args.random_init)
-    state = comp.install(model, cfg)
+    state = comp.install(model, cfg, base="eager" if args.decompose else None)  # the decomposition reads weights
     if cfg.mode == "head":
         from .compensation.calibration import head_gammas
 
@@ -150,7 +152,8 @@ def _alpha(args) -> int:
     rows = sum(len(continuations) * len(s) for s in scenes)  # base + variants, per continuation
     with tqdm(total=rows, desc="rows", unit="row", file=sys.stderr) as bar:
         res = alpha.measure(model, tok, scenes, continuations, length, state, args.batch_size,
-                            max_octaves=args.octaves, bootstrap_iters=args.bootstrap_iters, progress=bar.update)
+                            max_octaves=args.octaves, bootstrap_iters=args.bootstrap_iters, progress=bar.update,
+                            decompose=args.decompose)
     res["random_init"] = bool(args.random_init)
     if args.json:
         print(json.dumps(res, indent=2))
@@ -163,7 +166,89 @@ def _alpha(args) -> int:
         for i, (a, ase, b, bse) in enumerate(zip(r["alpha"], r["alpha_fit_se"], r["beta"], r["beta_fit_se"])):
             f = lambda v: "   nan" if v is None else f"{v:6.3f}"
             print(f"{i:5d}  {f(a)}   {f(ase)}   {f(b)}   {f(bse)}")
+        if "decomposition" in r:
+            _print_decomposition(r["decomposition"])
     return 0
+
+
+def _print_decomposition(dec) -> None:
+    f = lambda v: "   nan" if v is None else f"{v:6.3f}"
+    print(f"\ndirect / relay decomposition (max |predicted - measured| = {f(dec['max_abs_difference']).strip()}):")
+    print("layer  direct   relay   resid    mlp    predicted  measured  diff   ±se    relay share")
+    a = dec["alpha"]
+    for i in range(len(dec["alpha_measured"])):
+        print(f"{i:5d}  {f(a['direct'][i])}  {f(a['relay'][i])}  {f(a['residual'][i])}  {f(a['mlp'][i])}  "
+              f"{f(dec['alpha_predicted'][i])}     {f(dec['alpha_measured'][i])}    {f(dec['difference'][i])} "
+              f"{f(dec['difference_se'][i])}  {f(dec['relay_share'][i])}")
+
+
+def _decode(args) -> int:
+    import json
+
+    from .compensation import bias as comp
+    from .measure import decode
+    from .settings import CompensationConfig
+    from .tasks.drift_alpha.data import AXES, read_scenes
+
+    settings = decode.Settings.from_options(samples=args.samples, generation_length=args.length, temperature=args.temperature,
+                                            seed=args.seed, folds=args.folds, text_window=args.text_window)
+    cfg = CompensationConfig.from_label(args.compensation)  # the span is the whole prompt
+    all_scenes = read_scenes()
+    if not 1 <= args.scenes <= len(all_scenes):
+        raise DriftUsageError(f"--scenes must be between 1 and {len(all_scenes)}")
+    axes = [a.strip() for a in args.axes.split(",") if a.strip()]
+    if not axes or any(a not in AXES for a in axes):
+        raise DriftUsageError(f"--axes takes names from {', '.join(AXES)}")
+    if args.output and os.path.isdir(args.output):
+        raise DriftUsageError(f"--output {args.output} is a folder: give a .json file")
+    model, tok = _load_model(args, random_init=args.random_init)
+    state = comp.install(model, cfg)
+    if cfg.mode == "head":
+        from .compensation.calibration import head_gammas
+
+        state.head_gammas = head_gammas(model, tok)
+    scenes = all_scenes[:args.scenes]
+    label = {"model": os.path.basename(os.path.normpath(_model_dir(args))), "random_init": bool(args.random_init)}
+    print(f"sampling {len(scenes)} scene(s) x {1 + len(axes)} prompts x {settings.samples} trajectories x "
+          f"{settings.generation_length} tokens (temperature {settings.temperature:g}, seed {settings.seed}, {cfg.label()}"
+          f"{', random init' if args.random_init else ''})...", file=sys.stderr, flush=True)
+    from tqdm import tqdm
+
+    def log(scene_id, summary):
+        line = ", ".join(f"{a} {r['hidden_accuracy']:.2f}/{r['text_accuracy']:.2f}" for a, r in summary.items())
+        bar.write(f"{scene_id} done; hidden/text accuracy at t={settings.generation_length} so far: {line}",
+                  file=sys.stderr)
+
+    with tqdm(total=len(scenes) * (1 + len(axes)) * settings.samples, desc="trajectories", unit="traj",
+              file=sys.stderr) as bar:
+        res = decode.run(model, tok, scenes, axes, settings, state, args.batch_size, args.output, label,
+                         progress=bar.update, log=log)
+    if args.json:
+        print(json.dumps(res["summary"], indent=2))
+        return 0
+    _print_decode(res["summary"])
+    return 0
+
+
+def _print_decode(summary) -> None:
+    for axis, r in summary.items():
+        cs = r["centres"]
+        print(f"\naxis {axis} ({r['scenes']} scene(s), {r['predictions']} trajectories per cell): accuracy "
+              f"[95% Wilson interval] telling base from variant")
+        print("t        " + "".join(f"{t:>8d}" for t in cs))
+        print("text     " + "".join(f"{v:8.3f}" for v in r["text"]["accuracy"]))
+        print("median L " + "".join(f"{v:8.3f}" for v in r["hidden_accuracy_by_t"]))
+        for layer, row in enumerate(r["hidden"]["accuracy"]):
+            print(f"layer {layer:2d} " + "".join(f"{v:8.3f}" for v in row))
+        print(f"at t = {cs[-1]}: hidden {r['hidden_accuracy']:.3f} [{r['hidden_accuracy_lower']:.3f}, "
+              f"{r['hidden_accuracy_upper']:.3f}] (median layer {r['median_layer']}; best layer {r['best_layer']}: "
+              f"{r['hidden_accuracy_best']:.3f}), text {r['text_accuracy']:.3f} [{r['text_accuracy_lower']:.3f}, "
+              f"{r['text_accuracy_upper']:.3f}]")
+        for who in ("base", "variant"):
+            sw = r[f"switches_{who}"]
+            to = ", ".join(f"{k} {v}" for k, v in sw["to"].items()) or "none"
+            print(f"language switches, {who} prompt ({'/'.join(sw['prompt_languages'])}): {sw['mean']:.1f} of "
+                  f"{sw['of']} per scene (range {sw['min']}-{sw['max']}); to: {to}")
 
 
 def _sweep(args) -> int:
@@ -323,8 +408,31 @@ def build_parser() -> argparse.ArgumentParser:
     al.add_argument("--batch-size", type=int, default=8)
     al.add_argument("--bootstrap-iters", type=int, default=1000, help="bootstrap resamples over scenes (default 1000)")
     al.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    al.add_argument("--decompose", action="store_true",
+                    help="also split each layer's offset into direct (prompt keys) and relay (continuation keys) "
+                         "attention paths, residual and MLP, and rebuild alpha from them (eager attention)")
     al.add_argument("--json", action="store_true", help="print everything (curves included) as JSON")
     al.set_defaults(func=_alpha)
+    dc = sub.add_parser("decode", help="what free generations still carry of the prompt (probe, text, language)")
+    dc.add_argument("--model", help="model folder (default: the bundled SmolLM2-135M-Instruct)")
+    dc.add_argument("--gguf-file", help="GGUF file inside --model")
+    dc.add_argument("--random-init", action="store_true", help="measure the untrained twin (same config, seed 0)")
+    dc.add_argument("--scenes", type=int, default=20, help="bundled scenes to use (default 20)")
+    dc.add_argument("--axes", default="detail,paraphrase,genre,translation",
+                    help="bundled variant axes (default: all four)")
+    dc.add_argument("--samples", type=int, default=32, help="trajectories per prompt (default 32)")
+    dc.add_argument("--length", type=int, default=512, help="generated tokens per trajectory (default 512)")
+    dc.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0)")
+    dc.add_argument("--seed", type=int, default=0)
+    dc.add_argument("--folds", type=int, default=5, help="cross-validation folds of the probes (default 5)")
+    dc.add_argument("--text-window", type=int, default=64,
+                    help="generated tokens up to t in the bag of tokens; 0: all of them (default 64)")
+    dc.add_argument("--compensation", default="none", help="none, log:S, const:S or head:S (default none)")
+    dc.add_argument("--batch-size", type=int, default=32, help="trajectories sampled at once (default 32)")
+    dc.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    dc.add_argument("--output", help="JSON file: every finished scene is written at once and a rerun skips them")
+    dc.add_argument("--json", action="store_true", help="print the summaries as JSON")
+    dc.set_defaults(func=_decode)
     return p
 
 

@@ -18,6 +18,7 @@ grow with the number of continuations.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,21 +63,31 @@ def window_positions(windows: list[Window]) -> np.ndarray:
     return np.concatenate([np.arange(w.start, w.stop) for w in windows]) if windows else np.zeros(0, int)
 
 
+def cross_signal(sum_x: np.ndarray, sum_y: np.ndarray, sum_xy: np.ndarray, k: int, var: np.ndarray):
+    """The unbiased pair estimator of ``<mean X, mean Y>`` over K ≥ 2 continuations,
+    ``mean over c ≠ c' of <X(c), Y(c')>`` = ``(<Σ_c X, Σ_c Y> − Σ_c <X(c), Y(c)>) / (K(K − 1))``,
+    per coordinate in σ units. ``sum_x``, ``sum_y``, ``sum_xy``: (..., d) sums over
+    continuations of X, Y and the coordinate products X·Y; ``var``: σ², broadcastable.
+    With X = Y = Δ it is the signal S."""
+    if k < 2:
+        raise ValueError("signal and noise need at least two continuations")
+    inv = 1.0 / np.maximum(np.asarray(var, dtype=np.float64), 1e-30)
+    sum_x = np.asarray(sum_x, dtype=np.float64)
+    pair = (sum_x * np.asarray(sum_y, dtype=np.float64) - np.asarray(sum_xy, dtype=np.float64)) / (k * (k - 1))
+    return (pair * inv).sum(-1) / sum_x.shape[-1]
+
+
 def signal_noise(sum_d: np.ndarray, sumsq_d: np.ndarray, k: int, var: np.ndarray):
     """Signal and noise from the sufficient statistics of K ≥ 2 offsets.
 
     ``sum_d`` and ``sumsq_d``: (..., d) sums of Δ and Δ² over continuations; ``var``: (d,) or
     broadcastable coordinate variances σ². Returns (S, N) with shape (...), per coordinate.
     """
-    if k < 2:
-        raise ValueError("signal and noise need at least two continuations")
+    signal = cross_signal(sum_d, sum_d, sumsq_d, k, var)  # mean over c != c' of <Δ(c), Δ(c')>
     sum_d = np.asarray(sum_d, dtype=np.float64)
-    sumsq_d = np.asarray(sumsq_d, dtype=np.float64)
+    noise = (np.asarray(sumsq_d, dtype=np.float64) - sum_d ** 2 / k) / (k - 1)  # unbiased variance
     inv = 1.0 / np.maximum(np.asarray(var, dtype=np.float64), 1e-30)
-    pair = (sum_d ** 2 - sumsq_d) / (k * (k - 1))  # mean over c != c' of Δ(c)Δ(c')
-    noise = (sumsq_d - sum_d ** 2 / k) / (k - 1)  # unbiased variance
-    d = sum_d.shape[-1]
-    return (pair * inv).sum(-1) / d, (noise * inv).sum(-1) / d
+    return signal, (noise * inv).sum(-1) / sum_d.shape[-1]
 
 
 def window_means(values: np.ndarray, windows: list[Window]) -> np.ndarray:
@@ -95,6 +106,19 @@ def power_law_fit(centres, values):
     (shape (..., n_windows)). Windows whose value is not positive are left out (the
     unbiased signal can dip below zero where it is lost in noise). Returns
     ``(exponent e, standard error, points used)``, NaN where fewer than 3 points remain."""
+    exponent, se, _, n = _log_log_fit(centres, values)
+    return exponent, se, n
+
+
+def power_law_curve(centres, values) -> np.ndarray:
+    """The fitted ``exp(a) · t^(−2e)`` of ``power_law_fit`` at ``centres`` (..., n_windows);
+    NaN where there is no fit."""
+    exponent, _, intercept, _ = _log_log_fit(centres, values)
+    x = np.log(np.asarray(centres, dtype=np.float64))
+    return np.exp(intercept[..., None] - 2 * exponent[..., None] * x)
+
+
+def _log_log_fit(centres, values):
     x = np.log(np.asarray(centres, dtype=np.float64))
     v = np.asarray(values, dtype=np.float64)
     ok = np.isfinite(v) & (v > 0)
@@ -112,7 +136,8 @@ def power_law_fit(centres, values):
         se = np.sqrt(s2 / sxx)
     bad = n < 3
     exponent = np.where(bad, np.nan, -slope / 2)
-    return exponent, np.where(bad, np.nan, se / 2), n.astype(int)
+    intercept = np.where(bad, np.nan, ym - slope * xm)
+    return exponent, np.where(bad, np.nan, se / 2), intercept, n.astype(int)
 
 
 def pool(curves: np.ndarray) -> np.ndarray:
@@ -175,6 +200,107 @@ def summarise(S: np.ndarray, N: np.ndarray, centres, iters: int = 1000, seed: in
         "alpha_median": med(a), "alpha_median_se": boot["alpha_median_se"],
         "beta_median": med(b), "beta_median_se": boot["beta_median_se"],
         "signal": Sp.tolist(), "noise": Np.tolist(),
+    }
+
+
+# ---------------------------------------------------------------------------- decomposition
+def _rebuild(parts: np.ndarray, centres):
+    """From cross signals ``parts`` (..., P, P, L, W) (their sum over p, q is the layer's
+    signal): each term's exponent (..., P, L), the mean cosine of every pair of terms over
+    the windows (..., P, P, L), and the rebuilt signal (..., L, W)
+    ``Σ_p Ŝ_p + Σ_{p≠q} cos_pq √(Ŝ_p Ŝ_q)`` with ``Ŝ_p`` the power-law fit of term p's own
+    signal (0 where it has no fit)."""
+    P = parts.shape[-4]
+    diag = np.stack([parts[..., p, p, :, :] for p in range(P)], -3)  # (..., P, L, W)
+    exps, _, _ = power_law_fit(centres, diag)
+    fitted = power_law_curve(centres, diag)
+    fitted = np.where(np.isfinite(fitted), fitted, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        norm = np.sqrt(diag[..., :, None, :, :] * diag[..., None, :, :, :])  # (..., P, P, L, W)
+        ok = (diag[..., :, None, :, :] > 0) & (diag[..., None, :, :, :] > 0)
+        cos = np.where(ok, np.clip(parts / np.where(ok, norm, 1.0), -1.0, 1.0), 0.0)
+        cos = cos.sum(-1) / ok.sum(-1)  # mean over the windows where both terms have a signal
+    cos = np.where(np.isfinite(cos), cos, 0.0)
+    eye = np.eye(P, dtype=bool)[:, :, None]
+    cos = np.where(eye, 1.0, cos)
+    root = np.sqrt(fitted)
+    rebuilt = np.einsum("...pql,...plw,...qlw->...lw", cos, root, root)
+    return exps, cos, rebuilt
+
+
+def decomposition(parts, S, centres, names, iters: int = 1000, seed: int = 0) -> dict:
+    """α rebuilt from the terms of each layer's offset (see ``tasks/drift_alpha/README.md``).
+
+    ``parts``: (scenes, P, P, layers, windows) cross signals of the P terms (residual
+    stream received, direct, relay, MLP), whose sum over the two term axes is the layer's
+    signal; ``S``: (scenes, layers, windows) the measured signal. On the scene-pooled curves:
+    per term and layer its exponent ``α_p`` (fit of its own signal), the pair cosines, the
+    rebuilt signal (``_rebuild``: power-law terms at fixed angles) and its exponent
+    ``α_predicted`` against ``α_measured``; the relay's share of the attention signal
+    ``S_relay / (S_direct + S_relay)`` (mean over windows); bootstrap-over-scenes standard
+    errors. ``closure`` is max |Σ_pq S_pq − S| / max |S|: 0 up to float error."""
+    parts = np.asarray(parts, dtype=np.float64)
+    S = np.asarray(S, dtype=np.float64)
+    names = list(names)
+    n, P, _, L, W = parts.shape
+    if parts.shape[1] != len(names) or S.shape != (n, L, W) or W != len(centres):
+        raise ValueError(f"parts must be (scenes, {len(names)}, {len(names)}, layers, {len(centres)}) and S "
+                         f"(scenes, layers, windows), got {parts.shape} and {S.shape}")
+    pp, Sp = parts.mean(0), S.mean(0)
+    exps, cos, rebuilt = _rebuild(pp, centres)
+    pred, _, _ = power_law_fit(centres, rebuilt)
+    meas, _, _ = power_law_fit(centres, Sp)
+    ix = {name: i for i, name in enumerate(names)}
+    d, r = ix.get("direct"), ix.get("relay")
+
+    def share(pooled):
+        if d is None or r is None:
+            return np.full(pooled.shape[:-4] + (L,), np.nan)
+        sd, sr = pooled[..., d, d, :, :], pooled[..., r, r, :, :]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ok = (sd > 0) & (sr > 0)
+            return np.where(ok, sr / np.where(ok, sd + sr, 1.0), 0.0).sum(-1) / ok.sum(-1)
+
+    nan = np.full(L, np.nan)
+    se = {"difference": nan, "alpha_predicted": nan, **{name: nan for name in names}}
+    if n >= 2 and iters >= 2:
+        rng = np.random.default_rng(seed)
+        counts = np.stack([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(iters)]) / n
+        bp = (counts @ parts.reshape(n, -1)).reshape(iters, P, P, L, W)
+        bS = (counts @ S.reshape(n, -1)).reshape(iters, L, W)
+        b_exps, _, b_rebuilt = _rebuild(bp, centres)
+        b_pred, _, _ = power_law_fit(centres, b_rebuilt)
+        b_meas, _, _ = power_law_fit(centres, bS)
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # layers with no fit in any resample: NaN
+            se = {"difference": np.nanstd(b_pred - b_meas, 0, ddof=1), "alpha_predicted": np.nanstd(b_pred, 0, ddof=1),
+                  **{name: np.nanstd(b_exps[:, i], 0, ddof=1) for i, name in enumerate(names)}}
+
+    def fl(x):
+        return [None if not np.isfinite(v) else float(v) for v in np.asarray(x, dtype=np.float64)]
+
+    def med(x):
+        x = np.asarray(x, dtype=np.float64)
+        return float(np.nanmedian(x)) if np.isfinite(x).any() else None
+
+    diff = pred - meas
+    scale = np.abs(Sp).max()
+    return {
+        "names": names,
+        "alpha": {name: fl(exps[i]) for i, name in enumerate(names)},
+        "alpha_se": {name: fl(se[name]) for name in names},
+        "alpha_predicted": fl(pred), "alpha_predicted_se": fl(se["alpha_predicted"]),
+        "alpha_measured": fl(meas),
+        "difference": fl(diff), "difference_se": fl(se["difference"]),
+        "max_abs_difference": float(np.nanmax(np.abs(diff))) if np.isfinite(diff).any() else None,
+        "cosines": {f"{names[p]},{names[q]}": fl(cos[p, q]) for p in range(P) for q in range(p + 1, P)},
+        "relay_share": fl(share(pp)),
+        "signal": {name: pp[i, i].tolist() for i, name in enumerate(names)},
+        "rebuilt_signal": rebuilt.tolist(),
+        "closure": float(np.abs(pp.sum((0, 1)) - Sp).max() / scale) if scale > 0 else 0.0,
+        "medians": {"alpha_direct": med(exps[d]) if d is not None else None,
+                    "alpha_relay": med(exps[r]) if r is not None else None,
+                    "alpha_predicted": med(pred), "relay_share": med(share(pp))},
     }
 
 

@@ -156,6 +156,67 @@ def _comparisons(output, lab: str, catalogue: dict) -> list:
     return rows
 
 
+# ---------------------------------------------------------------------------- study panels
+#: the prompt-forgetting study's published figures the panels are read against (PROTOCOL.md, A)
+PUBLISHED_DECODE = {"detail": "not decodable from the text", "paraphrase": "not decodable from the text",
+                    "genre": "not decodable from the text",
+                    "translation": "decodable: 0.81 (Qwen2.5-0.5B), 0.84 (Pythia-160m)"}
+PUBLISHED_SWITCHES = "Qwen2.5-0.5B: 4–11 of 32 per scene, mostly into Chinese"
+PUBLISHED_GAP = 0.06
+
+
+def _wilson(acc, n):
+    if not (_finite(acc) and isinstance(n, (int, float)) and n > 0):
+        return (math.nan, math.nan)
+    return stats.wilson_interval(round(acc * n), int(n))
+
+
+def study_panels(output) -> dict:
+    """The decodability panel (``drift_decode_*`` tasks) and the direct / relay panel
+    (``drift_alpha_*`` tasks run with ``decompose``), per setting, from the results' values:
+    tables at the last t / over layers next to the published figures, and curves."""
+    decode, relay = [], []
+    for lab in output.labels:
+        rows, curves, drows, dcurves = [], {}, [], {}
+        for task, tr in output.settings[lab].tasks.items():
+            v = tr.values
+            if task.startswith("drift_decode_") and isinstance(v.get("hidden_accuracy_grid"), list):
+                axis = task[len("drift_decode_"):]
+                n, ts = v.get("trajectories"), v.get("t_centres") or []
+                grid = v["hidden_accuracy_grid"]
+                by_t = v.get("hidden_accuracy_by_t") or []
+                lo, hi = _wilson(v.get("hidden_accuracy"), n)
+                tlo, thi = _wilson(v.get("text_accuracy"), n)
+                best = max(range(len(grid)), key=lambda i: grid[i][-1]) if grid else None
+                cells = [[{"acc": a, "ci": _wilson(a, n)} for a in row] for row in grid]
+                rows.append({"axis": axis, "t": ts[-1] if ts else None, "n": n, "hidden": v.get("hidden_accuracy"),
+                             "lower": lo, "upper": hi, "best": v.get("hidden_accuracy_best"), "best_layer": best,
+                             "text": v.get("text_accuracy"), "text_lower": tlo, "text_upper": thi,
+                             "switches_base": v.get("switches_base"), "switches_variant": v.get("switches_variant"),
+                             "of": v.get("samples_per_prompt"), "published": PUBLISHED_DECODE.get(axis, ""),
+                             "ts": ts, "grid": cells})
+                if ts:
+                    curves[f"{axis} (hidden)"] = [(math.log2(t), a) for t, a in zip(ts, by_t)]
+                    curves[f"{axis} (text)"] = [(math.log2(t), a) for t, a in zip(ts, v.get("text_accuracy_by_t") or [])]
+            if task.startswith("drift_alpha_") and isinstance(v.get("alpha_predicted_layers"), list):
+                axis = task[len("drift_alpha_"):]
+                drows.append({"axis": axis, "alpha": v.get("alpha"), "predicted": v.get("alpha_predicted"),
+                              "gap": v.get("alpha_gap"), "direct": v.get("alpha_direct"), "relay": v.get("alpha_relay"),
+                              "relay_share": v.get("relay_share"), "published_gap": PUBLISHED_GAP,
+                              "within": _finite(v.get("alpha_gap")) and v["alpha_gap"] <= PUBLISHED_GAP})
+                for name, key in (("measured", "alpha_measured_layers"), ("predicted", "alpha_predicted_layers"),
+                                  ("direct", "alpha_direct_layers"), ("relay", "alpha_relay_layers")):
+                    dcurves[f"{axis} {name}"] = list(enumerate(v.get(key) or []))
+        if rows:
+            title = f"decodability [{lab}]: median layer and text, by t"
+            decode.append({"label": lab, "rows": rows, "switches_published": PUBLISHED_SWITCHES,
+                           "svg": line_plot(curves, title, "log2 t", "accuracy", y_range=(0.0, 1.0))})
+        if drows:
+            title = f"direct / relay [{lab}]: α by layer"
+            relay.append({"label": lab, "rows": drows, "svg": line_plot(dcurves, title, "layer", "α")})
+    return {"decode_panels": decode, "relay_panels": relay}
+
+
 def build_context(output) -> dict:
     catalogue = _catalogue()
     summary_metrics = [(task, m) for task in catalogue for m in _hinted(catalogue, task, "summary")]
@@ -205,7 +266,7 @@ def build_context(output) -> dict:
     profile_plots = _profile_plots(output)
     return {"root": output.root, "settings": settings, "plots": plots, "profile_plots": profile_plots,
             "has_none": "none" in output.settings, "alpha": stats.ALPHA,
-            "generated": datetime.datetime.now().strftime("%Y-%m-%d %H:%M")}
+            "generated": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), **study_panels(output)}
 
 
 def _env():

@@ -35,3 +35,19 @@ def real_sweep(smollm2_dir, tmp_path_factory):
                        timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     return {"dir": out, "stdout": r.stdout, "stderr": r.stderr, "model": smollm2_dir}
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, smollm2_dir):
+    """A 2-layer random-init llama with the SmolLM2 tokenizer, saved like a user's model."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    torch.manual_seed(0)
+    cfg = AutoConfig.for_model("llama", vocab_size=len(tok), hidden_size=32, intermediate_size=64,
+                               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+    d = tmp_path_factory.mktemp("tiny")
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(d)
+    tok.save_pretrained(d)
+    return d

@@ -38,22 +38,6 @@ def test_alpha_and_perplexity_tasks_through_lm_eval(smollm2_dir, tmp_path):
     assert "nll_per_token_stderr,none" in p
 
 
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory, smollm2_dir):
-    """A 2-layer random-init llama with the SmolLM2 tokenizer, saved like a user's model."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(smollm2_dir)
-    torch.manual_seed(0)
-    cfg = AutoConfig.for_model("llama", vocab_size=len(tok), hidden_size=32, intermediate_size=64,
-                               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
-    d = tmp_path_factory.mktemp("tiny")
-    AutoModelForCausalLM.from_config(cfg).save_pretrained(d)
-    tok.save_pretrained(d)
-    return d
-
-
 def _cli(*args):
     return subprocess.run([sys.executable, "-m", "drift_eval.cli", *map(str, args)], capture_output=True, text=True,
                           timeout=600)

@@ -12,7 +12,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEAVY = ("torch", "transformers", "lm_eval")
 LIGHT = ["drift_eval", "drift_eval.settings", "drift_eval.files", "drift_eval.errors",
          "drift_eval.metrics.langid", "drift_eval.metrics.drift", "drift_eval.metrics.conversation",
-         "drift_eval.metrics.alpha", "drift_eval.metrics.rollout", "drift_eval.metrics.accessibility",
+         "drift_eval.metrics.alpha", "drift_eval.metrics.decode", "drift_eval.metrics.rollout",
+         "drift_eval.metrics.accessibility",
          "drift_eval.metrics.stats", "drift_eval.decide.results", "drift_eval.decide.gate",
          "drift_eval.decide.pytest_plugin", "drift_eval.reports.render", "drift_eval.reports.svg",
          "drift_eval.compensation", "drift_eval.compensation.spans", "drift_eval.tasks",

@@ -79,10 +79,11 @@ def test_task_listing_and_validation():
     for name in ("drift_french_single ", "drift_french_single_fr", "drift_french_multiturn ",
                  "drift_french_multiturn_reinject", "drift_french_multiturn_fixed", "drift_french ",
                  "position_bias ", "drift_alpha ", "drift_alpha_detail", "drift_alpha_paraphrase",
-                 "drift_alpha_genre", "drift_alpha_translation", "drift_ppl", "accessibility "):
+                 "drift_alpha_genre", "drift_alpha_translation", "drift_ppl", "accessibility ", "drift_decode ",
+                 "drift_decode_detail", "drift_decode_translation"):
         assert name in r.stdout, name
     r = run_lm_eval(["validate", "--tasks", "drift_french,drift_french_single_fr,drift_french_multiturn_reinject,"
-              "drift_french_multiturn_fixed,position_bias,drift_alpha,drift_ppl,accessibility"])
+              "drift_french_multiturn_fixed,position_bias,drift_alpha,drift_ppl,accessibility,drift_decode"])
     assert r.returncode == 0, r.stdout + r.stderr
 
 

@@ -11,6 +11,13 @@ continuations. The maths (σ units, unbiased signal, noise, windows, fits) is in
 
 Rows are batched across continuations and variants with left padding, position ids from
 the attention mask, and logits for the last position only.
+
+With ``decompose=True`` the same runs also split every layer's offset into the residual
+stream it received, the attention output read from the prompt's keys (direct), the
+attention output read from the continuation's keys (relay) and the rest of the block (the
+MLP), all at the window positions; this needs eager attention (the weights and value
+states, read through ``capture(attention_values=...)``). The algebra is in
+``tasks/drift_alpha/README.md``; the fits in ``drift_eval.metrics.alpha.decomposition``.
 """
 from __future__ import annotations
 
@@ -25,7 +32,7 @@ from ..errors import DriftUsageError
 from ..files import read_jsonl, read_text
 from ..metrics import alpha as am
 from ..tasks.drift_alpha.data import AXES  # noqa: F401  (the variant axes of a scene)
-from .capture import capture, decoder_blocks
+from .capture import capture, decoder_blocks, output_projection, require_eager
 
 SEPARATOR = "\n\n"
 
@@ -139,6 +146,53 @@ class _Windows:
             self.sumsqs[i] = (tail * tail).sum((0, 1))
 
 
+class _Parts:
+    """Per layer, at the window columns, the four terms of the block's output (the
+    ``block_input``, ``attention_output`` and ``attention_values`` callbacks of ``capture``):
+
+    * ``residual``: the block's input (the residual stream it adds to);
+    * ``direct``: ``W_O · Σ_{keys j of the prompt} A_ij v_j``, what the queries read from the
+      prompt's keys, through the output projection (bias left out);
+    * ``relay``: the same over the continuation's keys;
+    * ``mlp``: the block's output minus its input minus the attention output: the MLP (and,
+      in families with a norm after attention, what that norm changes).
+
+    ``residual + direct + relay + mlp`` is the block output minus the output projection's
+    bias, which every run shares."""
+
+    NAMES = ("residual", "direct", "relay", "mlp")
+
+    def __init__(self, blocks):
+        self.cols = None
+        self.first_key = 0  # the first continuation key column
+        self.w_out = [output_projection(b.attention).weight for b in blocks]
+        n = len(blocks)
+        self.inp, self.attn, self.direct, self.relay = [None] * n, [None] * n, [None] * n, [None] * n
+
+    def block_input(self, i, x):
+        self.inp[i] = x[:, self.cols, :].float()
+
+    def attention_output(self, i, out, _weights):
+        self.attn[i] = out[:, self.cols, :].float()
+
+    def attention_values(self, i, v, w):
+        w = w[:, :, self.cols, :].float()  # (B, heads, positions, keys)
+        v = v.float().repeat_interleave(w.shape[1] // v.shape[1], dim=1)  # key/value heads -> query heads
+        k0 = self.first_key
+        w_out = self.w_out[i].float()
+        self.direct[i] = (w[..., :k0] @ v[:, :, :k0]).transpose(1, 2).flatten(2) @ w_out.T
+        self.relay[i] = (w[..., k0:] @ v[:, :, k0:]).transpose(1, 2).flatten(2) @ w_out.T
+
+    def terms(self, out):
+        """(B, layers, 4, positions, d) from the block outputs ``out`` (B, layers, positions, d)."""
+        inp, attn = torch.stack(self.inp, 1), torch.stack(self.attn, 1)
+        return torch.stack([inp, torch.stack(self.direct, 1), torch.stack(self.relay, 1), out - inp - attn], 2)
+
+
+#: the pairs (p, q), p <= q, of decomposition terms whose cross products are streamed
+PAIRS = [(p, q) for p in range(len(_Parts.NAMES)) for q in range(p, len(_Parts.NAMES))]
+
+
 def _padded(rows: list[list[int]], pad_id: int, device):
     """Left-padded ids, mask and position ids."""
     width = max(len(r) for r in rows)
@@ -193,6 +247,8 @@ class SceneSums:
     delta_sum: dict = field(default_factory=dict)
     delta_sumsq: dict = field(default_factory=dict)
     k: dict = field(default_factory=dict)
+    part_sum: dict = field(default_factory=dict)  # axis -> (4, L, positions, d): Σ_c of each term's Δ
+    part_prod: dict = field(default_factory=dict)  # axis -> (len(PAIRS), L, positions, d): Σ_c Δ_p Δ_q
 
     def curves(self, windows) -> dict:
         n = self.base_count
@@ -204,14 +260,31 @@ class SceneSums:
                                    self.k[axis], var[:, None, :])
             out[axis] = {"signal": am.window_means(S, windows).tolist(),
                          "noise": am.window_means(N, windows).tolist(), "continuations": self.k[axis]}
+            if axis in self.part_sum:
+                out[axis]["parts"] = self._part_signals(axis, var, windows)
         return out
+
+    def _part_signals(self, axis, var, windows) -> dict:
+        """The cross signals S_pq of the decomposition terms (σ units, unbiased pair
+        estimator, window means): a symmetric (4, 4, L, windows) array whose sum over p, q is
+        the layer's signal."""
+        sums = self.part_sum[axis].cpu().numpy()
+        P = len(_Parts.NAMES)
+        grid = [[None] * P for _ in range(P)]
+        for j, (p, q) in enumerate(PAIRS):
+            S = am.cross_signal(sums[p], sums[q], self.part_prod[axis][j].cpu().numpy(), self.k[axis], var[:, None, :])
+            grid[p][q] = grid[q][p] = am.window_means(S, windows).tolist()
+        return {"names": list(_Parts.NAMES), "signal": grid}
 
 
 def scene_offsets(model, tokenizer, base: str, variants: dict[str, str], cont_ids: list[list[int]],
-                  windows, state=None, batch_size: int = 8, progress=None) -> dict:
-    """Per axis, the window signal and noise curves (layers x windows) of one scene."""
+                  windows, state=None, batch_size: int = 8, progress=None, decompose: bool = False) -> dict:
+    """Per axis, the window signal and noise curves (layers x windows) of one scene; with
+    ``decompose``, also the cross signals of the decomposition terms (``parts``)."""
     if len(cont_ids) < 2:
         raise DriftUsageError("the α metric needs at least two continuations")
+    if decompose:
+        require_eager(model, "the direct/relay decomposition")
     T = len(cont_ids[0])
     L = len(decoder_blocks(model))
     device = next(model.parameters()).device
@@ -227,10 +300,16 @@ def scene_offsets(model, tokenizer, base: str, variants: dict[str, str], cont_id
         sums.delta_sum[axis] = torch.zeros(L, len(t_pos), d, dtype=torch.float64, device=device)
         sums.delta_sumsq[axis] = torch.zeros_like(sums.delta_sum[axis])
         sums.k[axis] = 0
-    base_windows = {}
+        if decompose:
+            sums.part_sum[axis] = torch.zeros(len(_Parts.NAMES), L, len(t_pos), d, dtype=torch.float64, device=device)
+            sums.part_prod[axis] = torch.zeros(len(PAIRS), L, len(t_pos), d, dtype=torch.float64, device=device)
+    base_windows, base_terms = {}, {}
     pad = _pad_id(tokenizer)
     cap = _Windows(L)
-    with capture(model, block_output=cap), torch.no_grad():
+    parts = _Parts(decoder_blocks(model)) if decompose else None
+    hooks = dict(block_input=parts.block_input, attention_output=parts.attention_output,
+                 attention_values=parts.attention_values) if decompose else {}
+    with capture(model, block_output=cap, **hooks), torch.no_grad():
         for b0 in range(0, len(jobs), batch_size):
             batch = jobs[b0:b0 + batch_size]
             rows = [prompts[name] + cont_ids[ci] for ci, name in batch]
@@ -238,10 +317,13 @@ def scene_offsets(model, tokenizer, base: str, variants: dict[str, str], cont_id
             width = ids.shape[1]
             cap.T = T
             cap.cols = torch.as_tensor(width - T + t_pos - 1, device=device)
+            if parts is not None:
+                parts.cols, parts.first_key = cap.cols, width - T
             cap.stat_rows = torch.as_tensor([i for i, (_, n) in enumerate(batch) if n == "base"],
                                             dtype=torch.long, device=device)
             _forward(model, state, ids, mask, pos, [len(prompts[n]) for _, n in batch], T, 1)
             win = torch.stack(cap.windows, 1)  # (B, L, positions, d)
+            terms = parts.terms(win) if parts is not None else None  # (B, L, 4, positions, d)
             if len(cap.stat_rows):
                 sums.base_sum += torch.stack(cap.sums)
                 sums.base_sumsq += torch.stack(cap.sumsqs)
@@ -249,14 +331,22 @@ def scene_offsets(model, tokenizer, base: str, variants: dict[str, str], cont_id
             for i, (ci, name) in enumerate(batch):
                 if name == "base":
                     base_windows[ci] = win[i]
+                    if terms is not None:
+                        base_terms[ci] = terms[i]
             for i, (ci, name) in enumerate(batch):
                 if name != "base":
                     delta = (win[i] - base_windows[ci]).double()
                     sums.delta_sum[name] += delta
                     sums.delta_sumsq[name] += delta * delta
                     sums.k[name] += 1
+                    if terms is not None:
+                        dt = (terms[i] - base_terms[ci]).double().transpose(0, 1)  # (4, L, positions, d)
+                        sums.part_sum[name] += dt
+                        for j, (p, q) in enumerate(PAIRS):
+                            sums.part_prod[name][j] += dt[p] * dt[q]
                     if all(sums.k[a] > ci for a in variants):
                         base_windows.pop(ci, None)
+                        base_terms.pop(ci, None)
             if progress:
                 progress(len(batch))
     return sums.curves(windows)
@@ -264,9 +354,12 @@ def scene_offsets(model, tokenizer, base: str, variants: dict[str, str], cont_id
 
 def measure(model, tokenizer, scenes: list[dict], continuations: list[str], length: int | None = None,
             state=None, batch_size: int = 8, width: int = 16, first_centre: int = 16, max_octaves: int = 7,
-            bootstrap_iters: int = 1000, progress=None) -> dict:
+            bootstrap_iters: int = 1000, progress=None, decompose: bool = False) -> dict:
     """α and β per layer and axis for ``scenes`` (dicts with ``base`` and any of the axis
-    names) over shared ``continuations``; see ``drift_eval.metrics.alpha.summarise``."""
+    names) over shared ``continuations``; see ``drift_eval.metrics.alpha.summarise``. With
+    ``decompose`` each axis also gets ``decomposition`` (``metrics.alpha.decomposition``)."""
+    if decompose:
+        require_eager(model, "the direct/relay decomposition")
     cont_ids, T = continuation_ids(tokenizer, continuations, length)
     windows = am.octave_windows(T, width, first_centre, max_octaves)
     if len(windows) < 3:
@@ -276,7 +369,7 @@ def measure(model, tokenizer, scenes: list[dict], continuations: list[str], leng
     for scene in scenes:
         variants = {a: scene[a] for a in AXES if scene.get(a)}
         curves = scene_offsets(model, tokenizer, scene["base"], variants, cont_ids, windows, state,
-                               batch_size, progress)
+                               batch_size, progress, decompose)
         for axis, c in curves.items():
             per_axis.setdefault(axis, []).append(c)
     centres = [w.centre for w in windows]
@@ -286,6 +379,9 @@ def measure(model, tokenizer, scenes: list[dict], continuations: list[str], leng
         S = np.array([c["signal"] for c in cs])
         N = np.array([c["noise"] for c in cs])
         out["axes"][axis] = am.summarise(S, N, centres, iters=bootstrap_iters)
+        if decompose:
+            out["axes"][axis]["decomposition"] = am.decomposition(
+                [c["parts"]["signal"] for c in cs], S, centres, cs[0]["parts"]["names"], iters=bootstrap_iters)
     return out
 
 
@@ -322,23 +418,27 @@ def _lm_parts(lm):
 
 def serve_offsets(lm, requests) -> list[str]:
     """``prompt_offsets`` requests: ``arguments[0]`` is JSON ``{"scene", "axis", "base",
-    "variant", "continuations": [...], "length", "windows": {...}}``. Requests that share a
-    base prompt and continuations (one scene's axes) share its base runs. The answer is
-    JSON with the scene's signal and noise curves for the request's axis."""
+    "variant", "continuations": [...], "length", "windows": {...}, "decompose"}``. Requests
+    that share a base prompt and continuations (one scene's axes) share its base runs. The
+    answer is JSON with the scene's signal and noise curves for the request's axis (and,
+    with ``decompose``, the cross signals of the decomposition terms, ``parts``)."""
     from tqdm import tqdm
 
     model, tok, state = _lm_parts(lm)
     specs = [json.loads(r.args[0]) for r in requests]
+    if any(s.get("decompose") for s in specs):
+        require_eager(model, "the direct/relay decomposition")  # before any forward
     groups: dict = {}
     for i, s in enumerate(specs):
-        key = (s["base"], tuple(s["continuations"]), s.get("length"), json.dumps(s.get("windows", {}), sort_keys=True))
+        key = (s["base"], tuple(s["continuations"]), s.get("length"), json.dumps(s.get("windows", {}), sort_keys=True),
+               bool(s.get("decompose")))
         groups.setdefault(key, []).append(i)
     total = sum(len(specs[idx[0]]["continuations"]) * (1 + len(idx)) for idx in groups.values())
     bar = tqdm(total=total, desc=f"Teacher-forcing {len(groups)} scenes ({state.config.label() if state else 'none'})",
                disable=getattr(lm, "rank", 0) != 0)
     out = [None] * len(specs)
     try:
-        for (base, conts, length, _), idx in groups.items():
+        for (base, conts, length, _, decompose), idx in groups.items():
             w = specs[idx[0]].get("windows", {})
             cont_ids, T = continuation_ids(tok, list(conts), length)
             windows = am.octave_windows(T, **w)
@@ -346,7 +446,7 @@ def serve_offsets(lm, requests) -> list[str]:
             if len(variants) != len(idx):
                 raise DriftUsageError("two requests of one scene ask for the same axis")
             curves = scene_offsets(model, tok, base, variants, cont_ids, windows, state,
-                                   _batch_size(lm), progress=bar.update)
+                                   _batch_size(lm), progress=bar.update, decompose=decompose)
             for i in idx:
                 s = specs[i]
                 out[i] = json.dumps({"scene": s.get("scene"), "axis": s["axis"], "length": T,

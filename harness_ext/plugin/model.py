@@ -175,6 +175,12 @@ class HFDriftLM(HFLM):
 
         return serve_offsets(self, requests)
 
+    def free_generation(self, requests, disable_tqdm: bool = False):
+        """Serve free-generation decodability requests (see ``drift_eval.measure.decode``)."""
+        from ..measure.decode import serve
+
+        return serve(self, requests)
+
     def continuation_nll(self, requests, disable_tqdm: bool = False):
         """Serve continuation-perplexity requests for drift_ppl (see ``drift_eval.measure.alpha``)."""
         from ..measure.alpha import serve_nll

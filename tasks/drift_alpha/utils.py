@@ -8,7 +8,8 @@ pools the scenes and fits α and β per layer (``drift_eval.metrics.alpha``).
 
 Options (``--metadata``): ``continuations`` (``bundled``, ``wikitext`` or a file),
 ``n_continuations`` (16), ``continuation_length`` (1031 tokens: 7 octave windows), ``num_scenes`` (20),
-``bootstrap_iters`` (1000).
+``bootstrap_iters`` (1000), ``decompose`` (false: with true, the direct / relay decomposition
+per layer, which needs ``attention=eager``; README.md).
 """
 from __future__ import annotations
 
@@ -19,11 +20,21 @@ from drift_eval.errors import DriftUsageError
 from drift_eval.measure.alpha import read_continuations
 from drift_eval.metrics import alpha as am
 from drift_eval.plugin.request_types import CONTINUATION_NLL, PROMPT_OFFSETS
-from drift_eval.plugin.task_base import YamlTask
+from drift_eval.plugin.task_base import ListValue, YamlTask
 from drift_eval.tasks.drift_alpha.data import AXES, read_scenes
 
 DEFAULTS = {"continuations": "bundled", "n_continuations": 16, "continuation_length": am.length_for(7), "num_scenes": 20,
-            "bootstrap_iters": 1000}
+            "bootstrap_iters": 1000, "decompose": False}
+#: the decomposition's headline metrics (medians over layers, and the largest |α_predicted − α_measured|)
+DECOMPOSITION_METRICS = ("alpha_direct", "alpha_relay", "alpha_predicted", "alpha_gap", "relay_share")
+
+
+def _flag(value, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.strip().lower() in ("true", "1", "yes")
+    raise DriftUsageError(f"{name} must be true or false, got {value!r}")
 
 
 def _scenes(num_scenes) -> list[dict]:
@@ -35,12 +46,13 @@ def _scenes(num_scenes) -> list[dict]:
 
 
 def load_axis(axis: str, num_scenes=DEFAULTS["num_scenes"], bootstrap_iters=DEFAULTS["bootstrap_iters"],
-              **_metadata):
+              decompose=DEFAULTS["decompose"], **_metadata):
     """``custom_dataset``: one doc per scene, holding its base prompt and ``axis`` variant."""
     import datasets
 
     if axis not in AXES:
         raise DriftUsageError(f"unknown axis '{axis}': use one of {', '.join(AXES)}")
+    _flag(decompose, "decompose")
     docs = [{"scene": s["id"], "axis": axis, "base": s["base"], "variant": s[axis],
              "bootstrap_iters": int(bootstrap_iters)} for s in _scenes(num_scenes)]
     return {"test": datasets.Dataset.from_list(docs)}
@@ -89,7 +101,8 @@ _summaries: dict = {}
 
 def _summary(items) -> dict:
     """The pooled fits of one task's scenes, computed once for all of its metrics (lm-eval
-    hands every metric the same per-scene answers)."""
+    hands every metric the same per-scene answers); with the decomposition's terms in the
+    answers, also ``decomposition`` (``drift_eval.metrics.alpha.decomposition``)."""
     key = tuple(id(x) for x in items)
     hit = _summaries.get(key)
     if hit is None or any(a is not b for a, b in zip(hit[0], items)):
@@ -98,8 +111,12 @@ def _summary(items) -> dict:
             raise DriftUsageError("scenes were measured with different windows; rerun them together")
         iters = int(items[0].get("bootstrap_iters", DEFAULTS["bootstrap_iters"]))
         _summaries.clear()
-        hit = _summaries[key] = (list(items), am.summarise([x["signal"] for x in items],
-                                                           [x["noise"] for x in items], centres, iters=iters))
+        summary = am.summarise([x["signal"] for x in items], [x["noise"] for x in items], centres, iters=iters)
+        if all("parts" in x for x in items):
+            summary["decomposition"] = am.decomposition([x["parts"]["signal"] for x in items],
+                                                        [x["signal"] for x in items], centres,
+                                                        items[0]["parts"]["names"], iters=iters)
+        hit = _summaries[key] = (list(items), summary)
     return hit[1]
 
 
@@ -121,8 +138,32 @@ def beta_median_se(items):
     return _summary(items)["beta_median_se"]
 
 
+#: the decomposition's per-layer lists, by metric name
+DECOMPOSITION_LAYERS = {
+    "alpha_direct_layers": lambda d: d["alpha"]["direct"], "alpha_relay_layers": lambda d: d["alpha"]["relay"],
+    "alpha_residual_layers": lambda d: d["alpha"]["residual"], "alpha_mlp_layers": lambda d: d["alpha"]["mlp"],
+    "alpha_predicted_layers": lambda d: d["alpha_predicted"], "alpha_measured_layers": lambda d: d["alpha_measured"],
+    "difference_layers": lambda d: d["difference"], "difference_se_layers": lambda d: d["difference_se"],
+    "relay_share_layers": lambda d: d["relay_share"]}
+
+
+def _decomposition_metric(name):
+    """The decomposition's metrics: headlines (medians over layers; ``alpha_gap`` is the
+    largest |α_predicted − α_measured| over layers) and per-layer lists."""
+
+    def agg(items):
+        dec = _summary(items)["decomposition"]
+        if name in DECOMPOSITION_LAYERS:
+            return ListValue(DECOMPOSITION_LAYERS[name](dec))
+        return dec["max_abs_difference"] if name == "alpha_gap" else dec["medians"][name]
+    return agg
+
+
 def _layer_metric(name):
-    """``alpha_l07`` / ``beta_l07``: the fit of that layer's scene-pooled signal / noise."""
+    """``alpha_l07`` / ``beta_l07``: the fit of that layer's scene-pooled signal / noise (and
+    the decomposition's metrics, see ``_decomposition_metric``)."""
+    if name in DECOMPOSITION_METRICS or name in DECOMPOSITION_LAYERS:
+        return _decomposition_metric(name)
     prefix, _, layer = name.rpartition("_l")
     if prefix not in ("alpha", "beta") or not layer.isdigit():
         raise KeyError(name)
@@ -140,6 +181,8 @@ def process_alpha(doc, results):
     res = dict(json.loads(results[0]), bootstrap_iters=doc.get("bootstrap_iters", DEFAULTS["bootstrap_iters"]))
     n = int(res["layers"])
     out = {name: res for name in ("alpha", "alpha_se", "beta", "beta_se")}
+    if "parts" in res:
+        out.update({name: res for name in (*DECOMPOSITION_METRICS, *DECOMPOSITION_LAYERS)})
     for prefix, curves in (("alpha", res["signal"]), ("beta", res["noise"])):
         for layer in range(n):
             out[am.layer_key(prefix, layer, n)] = {"curve": curves[layer], "centres": res["centres"]}
@@ -151,14 +194,18 @@ class AlphaTask(_OptionsTask):
 
     def construct_requests(self, doc, ctx, **kwargs):
         spec = {"scene": doc["scene"], "axis": doc["axis"], "base": doc["base"], "variant": doc["variant"],
-                "continuations": self.continuations(), "length": self.length()}
+                "continuations": self.continuations(), "length": self.length(),
+                "decompose": _flag(self.option("decompose"), "decompose")}
         return self.request(doc, PROMPT_OFFSETS, spec, **kwargs)
 
     def aggregation(self):
         return _ByName(super().aggregation(), _layer_metric)
 
     def higher_is_better(self):
-        return _ByName(super().higher_is_better(), lambda name: False if name.startswith("alpha_l") else None)
+        return _ByName(super().higher_is_better(),
+                       lambda name: False if name.startswith("alpha_l") or name in ("alpha_direct", "alpha_relay",
+                                                                                   "alpha_predicted", "alpha_gap")
+                       else None)
 
 
 class PerplexityTask(_OptionsTask):
