@@ -1,5 +1,6 @@
 """Shared test helpers: tiny random-init models, console scripts run as a user runs them,
-and readers of lm-eval output folders. Test files import it as ``helpers``."""
+readers of lm-eval output folders, and a byte-level tokenizer with one α scene. Test files
+import it as ``helpers``."""
 import glob
 import json
 import os
@@ -179,3 +180,19 @@ class LlamaServer:
     def tail(self, n=2000):
         with open(self.log_path, encoding="utf-8", errors="replace") as fh:
             return fh.read()[-n:]
+
+
+class CharTokenizer:
+    """A byte-level tokenizer for the 128-token tiny models (no special tokens)."""
+
+    pad_token_id = 0
+    eos_token_id = 0
+
+    def __call__(self, text, add_special_tokens=True):
+        return {"input_ids": [1 + (ord(ch) % 127) for ch in text]}
+
+
+TOK = CharTokenizer()
+CONTS = [("the river ran past the mill and under the old stone bridge " * 4)[i:] for i in range(0, 20, 4)]
+SCENE = {"base": "A red boat left the harbour.", "detail": "A blue boat left the harbour.",
+         "translation": "Un bateau rouge a quitté le port."}

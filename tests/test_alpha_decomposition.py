@@ -8,8 +8,7 @@ from drift_eval.errors import DriftUsageError
 from drift_eval.measure import alpha
 from drift_eval.measure.capture import capture, decoder_blocks, output_projection
 from drift_eval.metrics import alpha as am
-from helpers import tiny_model
-from test_alpha_model import CONTS, SCENE, TOK
+from helpers import CONTS, SCENE, TOK, tiny_model
 
 
 def _terms_of_one_forward(model, ids, T):

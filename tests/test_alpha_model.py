@@ -6,27 +6,13 @@ import pytest
 import torch
 
 from drift_eval.measure.capture import decoder_blocks
-from helpers import tiny_model
+from helpers import CONTS, SCENE, TOK, tiny_model
 from drift_eval import compensation as comp
 from drift_eval.measure import alpha
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics import alpha as am
 
 
-class CharTokenizer:
-    """A byte-level tokenizer for the 128-token tiny models (no special tokens)."""
-
-    pad_token_id = 0
-    eos_token_id = 0
-
-    def __call__(self, text, add_special_tokens=True):
-        return {"input_ids": [1 + (ord(ch) % 127) for ch in text]}
-
-
-TOK = CharTokenizer()
-CONTS = [("the river ran past the mill and under the old stone bridge " * 4)[i:] for i in range(0, 20, 4)]
-SCENE = {"base": "A red boat left the harbour.", "detail": "A blue boat left the harbour.",
-         "translation": "Un bateau rouge a quitté le port."}
 
 
 def _reference(model, base, variant, cont_ids, windows, state=None):
