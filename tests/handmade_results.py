@@ -120,15 +120,21 @@ def write_output(root, settings=("none", "log:0.25", "const:0.25"), date="2026-0
             "higher_is_better": {"drift_french_single": {"fully_french": True, "echo_rate": False},
                                  "drift_french": {"drift_score": True}},
             "n-samples": {"drift_french_single": {"original": 36, "effective": N_SINGLE},
-                          "drift_french_multiturn": {"original": 32, "effective": N_CONV}},
+                          "drift_french_multiturn": {"original": 32, "effective": N_CONV},
+                          **{t: {"original": 1, "effective": 1}
+                             for t in ("drift_alpha_detail", "drift_ppl", "accessibility", "position_bias")}},
             "config": {"model": "hf-drift", "model_args": {"pretrained": "/models/tiny",
                                                            "compensation": cfg["compensation"],
                                                            "strength": cfg["strength"]}},
         }
         with open(os.path.join(folder, f"results_{date}.json"), "w", encoding="utf-8") as fh:
             json.dump(doc, fh)
-        if with_samples:
-            for task, samples in (("drift_french_single", single), ("drift_french_multiturn", conv)):
+        if with_samples:  # lm-eval logs every task; the measurement tasks' lines here carry no metric values
+            measured = [{"doc_id": 0, "doc": {}, "target": "", "resps": [["{}"]], "filtered_resps": ["{}"],
+                         "filter": "none"}]
+            tasks = [("drift_french_single", single), ("drift_french_multiturn", conv)]
+            tasks += [(t, measured) for t in ("drift_alpha_detail", "drift_ppl", "accessibility", "position_bias")]
+            for task, samples in tasks:
                 with open(os.path.join(folder, f"samples_{task}_{date}.jsonl"), "w", encoding="utf-8") as fh:
                     for s in samples:
                         fh.write(json.dumps(s, ensure_ascii=False) + "\n")

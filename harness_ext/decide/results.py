@@ -13,7 +13,13 @@ Every ``results_*.json`` under ``OUT`` (up to three folders deep) is read; its s
 the compensation in its ``config.model_args`` (``none`` for a model without one), so folder
 names do not matter. Several files of one setting are merged task by task, the newest file
 winning. Per-sample values come from the samples files of the same run (same date).
-Problems stop with one ``DriftUsageError`` line saying what to do.
+
+Every file is validated before anything is used: UTF-8, the JSON shape of lm-eval's
+results, and in each samples file, per filter, one line per document with distinct
+``doc_id``s, as many as the results file's ``n-samples.effective``, each metric of one
+kind (number, list...) throughout. A run that logged samples for some tasks and not for
+others was cut short. A damaged file stops with one ``DamagedFile`` line that names it;
+other problems with one ``DriftUsageError`` line saying what to do.
 """
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ..errors import DriftUsageError
+from ..errors import DamagedFile, DriftUsageError
 from ..files import read_json, read_jsonl
 from ..settings import folder_name, setting_label  # noqa: F401  (folder_name: the sweep's layout)
 
@@ -88,14 +94,100 @@ def _float(v):
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _task_results(res: dict, path: str, folder: str, date: str) -> dict:
-    out = {}
-    groups = set(res.get("groups", {}) or {})
-    hib_all = res.get("higher_is_better", {}) or {}
+#: what to do about a damaged results or samples file
+REMEDY = ("move it away and rerun the run that wrote it ('drift-eval sweep' does both: it reruns that setting "
+          "and moves the damaged file aside)")
+
+
+def _damaged(path: str, what: str) -> DamagedFile:
+    """``what``: what is wrong, after the path (``is not ...``, or a ``: ...`` clause)."""
+    sep = " " if what.startswith("is ") else ": "
+    return DamagedFile(path, f"{path}{sep}{what}; {REMEDY}")
+
+
+def _kind(v) -> str:
+    if isinstance(v, (bool, int, float)):
+        return "number"
+    return {str: "text", list: "list", dict: "object", type(None): "null"}.get(type(v), type(v).__name__)
+
+
+@dataclass
+class RunFile:
+    """One validated ``results_<date>.json`` with the samples files of the same run."""
+    path: str
+    date: str
+    raw: dict
+    model_args: dict
+    setting: str
+    tasks: dict                        # task or group name -> TaskResult
+    sample_files: list = field(default_factory=list)
+
+
+def _check_shape(res: dict, path: str) -> None:
+    """The parts of lm-eval's results JSON that the loader relies on, with the right types."""
+    if not isinstance(res.get("results"), dict) or not isinstance(res.get("config"), dict):
+        raise _damaged(path, "is not an lm-eval results file (no 'results' or 'config' object)")
+    for key in ("groups", "group_subtasks", "higher_is_better", "n-samples", "configs"):
+        if key in res and not isinstance(res[key], dict):
+            raise _damaged(path, f"'{key}' is a JSON {_kind(res[key])}, not an object")
+    for section in ("results", "groups", "higher_is_better", "n-samples"):
+        for name, entry in (res.get(section) or {}).items():
+            if not isinstance(entry, dict):
+                raise _damaged(path, f"{section}['{name}'] is a JSON {_kind(entry)}, not an object")
+    for name, entry in (res.get("n-samples") or {}).items():
+        for k in ("original", "effective"):
+            v = entry.get(k)
+            if k in entry and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise _damaged(path, f"n-samples['{name}']['{k}'] is {v!r}, not a count")
+    for name, subs in (res.get("group_subtasks") or {}).items():
+        if not isinstance(subs, list) or not all(isinstance(t, str) for t in subs):
+            raise _damaged(path, f"group_subtasks['{name}'] is not a list of task names")
+    model_args = res["config"].get("model_args")
+    if model_args is not None and not isinstance(model_args, (dict, str)):
+        raise _damaged(path, f"config.model_args is a JSON {_kind(model_args)}, not an object")
+
+
+def _check_samples(samples: list, path: str, task: str, n_samples: dict, metrics: list) -> None:
+    """Sample lines against the results file: per filter, one line per document, distinct
+    document ids, as many as ``n-samples.effective``; each metric of one kind throughout."""
+    by_filter: dict = {}
+    kinds: dict = {}
+    for i, s in enumerate(samples, 1):
+        doc = s.get("doc_id")
+        if isinstance(doc, bool) or not isinstance(doc, int) or doc < 0:
+            raise _damaged(path, f"line {i} has doc_id {doc!r}, not a document number")
+        filt = s.get("filter", "none")
+        seen = by_filter.setdefault(filt if isinstance(filt, str) else repr(filt), set())
+        if doc in seen:
+            raise _damaged(path, f"line {i} repeats doc_id {doc}")
+        seen.add(doc)
+        for m in metrics:
+            if m in s:
+                kind = _kind(s[m])
+                first = kinds.setdefault(m, (kind, i))
+                if first[0] != kind:
+                    raise _damaged(path, f"line {i} has '{m}' as {kind}, line {first[1]} as {first[0]}")
+    info = n_samples.get(task) or {}
+    effective, original = info.get("effective"), info.get("original")
+    for filt, docs in by_filter.items():
+        if effective is not None and len(docs) != effective:
+            raise _damaged(path, f"{len(docs)} sample line(s){'' if filt == 'none' else f' for filter {filt}'}, "
+                                 f"but the results file counts {effective} (n-samples.effective): the file was cut "
+                                 f"short or belongs to another run")
+        if original and max(docs) >= original:
+            raise _damaged(path, f"doc_id {max(docs)} is beyond the task's {original} documents")
+    if effective and not by_filter:
+        raise _damaged(path, f"no sample lines, but the results file counts {effective}")
+
+
+def _task_results(res: dict, path: str, date: str) -> tuple[dict, list]:
+    out, sample_files = {}, []
+    folder = os.path.dirname(path)
+    groups = set(res.get("groups") or {})
+    hib_all = res.get("higher_is_better") or {}
+    n_samples = res.get("n-samples") or {}
     for section in ("results", "groups"):
         for name, entries in (res.get(section) or {}).items():
-            if not isinstance(entries, dict):
-                raise DriftUsageError(f"{path}: results['{name}'] is not an object; the file is not lm-eval output")
             values, stderrs = {}, {}
             for key, v in entries.items():
                 metric, sep, filt = key.partition(",")
@@ -108,26 +200,58 @@ def _task_results(res: dict, path: str, folder: str, date: str) -> dict:
             for metric in values:  # fitted metrics (drift_alpha) report their bootstrap error as <metric>_se
                 if stderrs.get(metric) is None and _float(values.get(f"{metric}_se")) is not None:
                     stderrs[metric] = _float(values[f"{metric}_se"])
-            n = (res.get("n-samples", {}).get(name) or {}).get("effective")
-            tr = TaskResult(name, values, stderrs, n, dict(hib_all.get(name, {}) or {}),
+            n = (n_samples.get(name) or {}).get("effective")
+            tr = TaskResult(name, values, stderrs, n, dict(hib_all.get(name) or {}),
                             is_group=section == "groups" or name in groups,
                             subtasks=list((res.get("group_subtasks") or {}).get(name) or []))
             if section == "groups" and name in out:  # lm-eval lists groups in both sections
                 out[name].is_group = True
                 continue
-            if not tr.is_group:
-                files = glob.glob(os.path.join(glob.escape(folder), f"samples_{glob.escape(name)}_{glob.escape(date)}.jsonl"))
-                if files:
-                    tr.samples = read_jsonl(files[0], "samples file")
             out[name] = tr
-    return out
+    missing = []
+    for name, tr in out.items():
+        if tr.is_group:
+            continue
+        spath = os.path.join(folder, f"samples_{name}_{date}.jsonl")
+        if not os.path.lexists(spath):
+            missing.append(spath)
+            continue
+        samples = read_jsonl(spath, "samples file", remedy=REMEDY, line_ends=True)
+        _check_samples(samples, spath, name, n_samples, list(tr.values))
+        tr.samples = [s for s in samples if s.get("filter", "none") == "none"]
+        sample_files.append(spath)
+    if sample_files and missing:  # the run logged samples, but not all of them
+        raise DamagedFile(missing[0], f"{missing[0]} is missing: the run of {path} logged samples for other tasks, "
+                                      f"so it was cut short; {REMEDY}")
+    return out, sample_files
 
 
-def _results_files(root: str) -> list:
+def results_files(root: str) -> list:
+    """Every ``results_*.json`` under ``root``, up to three folders deep (hidden folders,
+    such as a sweep's unfinished ``.partial-*`` ones, are not looked in)."""
     found = []
     for depth in ("", "*", os.path.join("*", "*"), os.path.join("*", "*", "*")):
         found += glob.glob(os.path.join(glob.escape(root), depth, "results_*.json"))
     return sorted(set(found))
+
+
+def read_run_file(path: str) -> RunFile:
+    """One results file and its samples, validated; a damaged file is a ``DamagedFile``
+    naming it."""
+    match = _RESULTS_RE.match(os.path.basename(path))
+    if not match:
+        raise DriftUsageError(f"{path} is not named results_<date>.json")
+    res = read_json(path, "results file", remedy=REMEDY, expect=dict)
+    _check_shape(res, path)
+    model_args = res["config"].get("model_args") or {}
+    try:
+        label = setting_label(model_args)
+    except DriftUsageError as exc:
+        raise _damaged(path, f"config.model_args: {exc.message}") from None
+    if isinstance(model_args, str):
+        model_args = dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
+    tasks, sample_files = _task_results(res, path, match.group("date"))
+    return RunFile(path, match.group("date"), res, model_args, label, tasks, sample_files)
 
 
 class Output:
@@ -163,7 +287,7 @@ class Output:
         per = self._per_sample(self.setting(setting), tr, name)
         stderr = tr.stderrs.get(name)
         lo = hi = math.nan
-        if per:
+        if per and len(per) > 1:
             lo, hi = stats.mean_interval(list(per.values()))
         elif isinstance(_float(value), float) and isinstance(stderr, float):
             lo, hi = stats.normal_interval(float(value), stderr)
@@ -219,36 +343,40 @@ class Output:
         return names
 
 
+def _str_list(v) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def read_manifest(root: str) -> dict | None:
+    """``root/sweep.json`` (None when absent), validated."""
+    path = os.path.join(root, MANIFEST)
+    if not os.path.lexists(path):
+        return None
+    remedy = "delete it (finished settings are kept) and rerun the sweep"
+    manifest = read_json(path, "sweep manifest", remedy=remedy, expect=dict)
+    if not _str_list(manifest.get("settings")) or not _str_list(manifest.get("tasks", [])) \
+            or not isinstance(manifest.get("options", {}), dict):
+        raise DamagedFile(path, f"{path} is not a sweep manifest (a 'settings' and a 'tasks' list, an 'options' "
+                                f"object): {remedy}")
+    return manifest
+
+
 def load_output(root, allow_partial: bool = False) -> Output:
     """Load every setting under ``root``; a sweep whose planned settings are not all there
     is an error unless ``allow_partial``."""
     root = os.fspath(root)
     if not os.path.isdir(root):
         raise DriftUsageError(f"results folder not found: {root}")
-    manifest = None
-    mpath = os.path.join(root, MANIFEST)
-    if os.path.isfile(mpath):
-        manifest = read_json(mpath, "sweep manifest")
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("settings"), list):
-            raise DriftUsageError(f"{mpath} is not a sweep manifest (no 'settings' list): delete it or rerun the sweep")
-    files = _results_files(root)
+    manifest = read_manifest(root)
+    files = results_files(root)
     if not files:
         raise DriftUsageError(f"no lm-eval results in {root}: expected <setting>/<model>/results_*.json, written by "
                               f"'drift-eval sweep --output {root}' or 'lm_eval --output_path {root}/<setting> --log_samples'")
     settings: dict = {}
-    dated = []
-    for path in files:
-        res = read_json(path, "results file")
-        if not isinstance(res, dict) or not isinstance(res.get("results"), dict) or not isinstance(res.get("config"), dict):
-            raise DriftUsageError(f"{path} is not an lm-eval results file (no 'results' or 'config' object)")
-        date = _RESULTS_RE.match(os.path.basename(path)).group("date")
-        dated.append((date, path, res))
-    for date, path, res in sorted(dated):  # oldest first: newer files overwrite tasks
-        model_args = res["config"].get("model_args") or {}
-        label = setting_label(model_args)
-        st = settings.setdefault(label, Setting(label, model_args if isinstance(model_args, dict) else {}))
-        st.files.append(path)
-        st.tasks.update(_task_results(res, path, os.path.dirname(path), date))
+    for rf in sorted((read_run_file(p) for p in files), key=lambda rf: (rf.date, rf.path)):  # newer files win
+        st = settings.setdefault(rf.setting, Setting(rf.setting, rf.model_args))
+        st.files += [rf.path, *rf.sample_files]
+        st.tasks.update(rf.tasks)
     if manifest is not None:
         missing = [s for s in manifest["settings"] if s not in settings]
         expected_tasks = manifest.get("tasks") or []
