@@ -20,7 +20,41 @@ import shlex
 import subprocess
 import sys
 
-from .errors import DriftUsageError
+from .errors import USAGE_EXIT, DriftUsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the project's error contract: one line, exit status 2."""
+
+    def error(self, message):
+        raise DriftUsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _whole(minimum: int, maximum: int | None = None):
+    """An argparse type: a whole number in ``[minimum, maximum]``."""
+    def parse(text):
+        from .settings import int_option
+
+        try:
+            return int_option("", text, minimum, maximum)
+        except DriftUsageError as exc:
+            raise argparse.ArgumentTypeError(exc.message.strip()) from None
+
+    parse.__name__ = "whole number"
+    return parse
+
+
+def _positive(text):
+    """An argparse type: a finite number > 0."""
+    import math
+
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return v
 
 
 def _demo(args) -> int:
@@ -42,7 +76,7 @@ def _demo(args) -> int:
             cmd += ["--output_path", os.path.join(args.output, cfg.folder()), "--log_samples"]
         print(f"\n== compensation {cfg.label()} ==\n$ lm_eval {shlex.join(cmd[3:])}", flush=True)
         rc = subprocess.call(cmd)
-        status = status or rc
+        status = status or (1 if rc else 0)  # exit 2 is kept for unusable input to drift-eval itself
     return status
 
 
@@ -235,14 +269,14 @@ def _accessibility(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="drift-eval", description="Instruction-drift evaluation for lm-eval.")
+    p = _Parser(prog="drift-eval", description="Instruction-drift evaluation for lm-eval.")
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="run drift_french_single on the bundled SmolLM2-135M-Instruct")
     d.add_argument("--settings", default="none,log:1", help="comma-separated compensation settings (default: none,log:1)")
     d.add_argument("--task", default="drift_french_single")
-    d.add_argument("--limit", type=int, default=8, help="requests per setting (default 8)")
-    d.add_argument("--max-gen-toks", type=int, default=256, help="forced answer length in tokens (default 256)")
-    d.add_argument("--batch-size", type=int, default=8)
+    d.add_argument("--limit", type=_whole(1), default=8, help="requests per setting (default 8)")
+    d.add_argument("--max-gen-toks", type=_whole(1), default=256, help="forced answer length in tokens (default 256)")
+    d.add_argument("--batch-size", type=_whole(1), default=8)
     d.add_argument("--output", help="also write lm-eval results and samples under this folder")
     d.set_defaults(func=_demo)
     m = sub.add_parser("model-path", help="print the bundled demo model's safetensors folder")
@@ -251,9 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--model", help="model folder (default: the bundled SmolLM2-135M-Instruct)")
     pb.add_argument("--gguf-file", help="GGUF file inside --model")
     pb.add_argument("--text", help="UTF-8 text to cut into sequences (default: the shipped prose)")
-    pb.add_argument("--length", type=int, default=64, help="tokens per sequence (default 64)")
-    pb.add_argument("--sequences", type=int, default=8, help="number of sequences (default 8)")
-    pb.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    pb.add_argument("--length", type=_whole(2), default=64, help="tokens per sequence (default 64)")
+    pb.add_argument("--sequences", type=_whole(1), default=8, help="number of sequences (default 8)")
+    pb.add_argument("--threads", type=_whole(0), default=0, help="torch threads (default: torch's choice)")
     pb.add_argument("--json", action="store_true", help="print profiles and comparisons as JSON")
     pb.set_defaults(func=_position_bias)
     ac = sub.add_parser("accessibility", help="cramming capacity: n50 against soft-prompt size m, and the bound")
@@ -261,19 +295,19 @@ def build_parser() -> argparse.ArgumentParser:
     ac.add_argument("--gguf-file", help="GGUF file inside --model")
     ac.add_argument("--ms", default="1,2,4", help="soft-vector counts m, comma-separated (default 1,2,4)")
     ac.add_argument("--lengths", default="2,4,8,16", help="target lengths n in tokens, comma-separated (default 2,4,8,16)")
-    ac.add_argument("--strings", type=int, default=4, help="target strings per length (default 4)")
-    ac.add_argument("--max-steps", type=int, default=100, help="optimiser step cap per batch (default 100)")
-    ac.add_argument("--patience", type=int, default=30, help="steps without improvement before a row stops (default 30)")
-    ac.add_argument("--seed", type=int, default=0)
+    ac.add_argument("--strings", type=_whole(1), default=4, help="target strings per length (default 4)")
+    ac.add_argument("--max-steps", type=_whole(1), default=100, help="optimiser step cap per batch (default 100)")
+    ac.add_argument("--patience", type=_whole(1), default=30, help="steps without improvement before a row stops (default 30)")
+    ac.add_argument("--seed", type=_whole(0), default=0)
     ac.add_argument("--targets", default="text", help="text (passages of --text or the shipped prose) or random tokens")
     ac.add_argument("--text", help="UTF-8 text for --targets text (default: the shipped prose)")
-    ac.add_argument("--eps-ratio", type=float, default=2048.0, help="precision eps = r / this (default 2048)")
-    ac.add_argument("--eps", type=float, help="absolute precision eps instead of r / --eps-ratio")
-    ac.add_argument("--radius-sequences", type=int, default=8, help="random-token sequences measuring r (default 8)")
-    ac.add_argument("--radius-length", type=int, default=64, help="their length in tokens (default 64)")
+    ac.add_argument("--eps-ratio", type=_positive, default=2048.0, help="precision eps = r / this (default 2048)")
+    ac.add_argument("--eps", type=_positive, help="absolute precision eps instead of r / --eps-ratio")
+    ac.add_argument("--radius-sequences", type=_whole(1), default=8, help="random-token sequences measuring r (default 8)")
+    ac.add_argument("--radius-length", type=_whole(1), default=64, help="their length in tokens (default 64)")
     ac.add_argument("--anchor", default="bos", help="bos: the tokenizer's BOS (else EOS) token before the "
                     "soft vectors; none: the vectors come first (default bos)")
-    ac.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    ac.add_argument("--threads", type=_whole(0), default=0, help="torch threads (default: torch's choice)")
     ac.add_argument("--json", action="store_true", help="print the whole result as JSON")
     ac.set_defaults(func=_accessibility)
     sw = sub.add_parser("sweep", help="run lm-eval tasks under several compensation settings (model loaded once)")
@@ -284,9 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--model-args", default="", help="hf-drift model_args without compensation, e.g. "
                     "pretrained=DIR,dtype=float32 (default: the bundled SmolLM2-135M-Instruct)")
     sw.add_argument("--span", default="system", help="compensation span for every setting: system or prompt")
-    sw.add_argument("--limit", type=float, default=None, help="lm-eval --limit: samples per task")
+    sw.add_argument("--limit", type=_positive, default=None, help="lm-eval --limit: samples per task")
     sw.add_argument("--gen-kwargs", default="", help="lm-eval --gen_kwargs, e.g. max_gen_toks=256")
-    sw.add_argument("--batch-size", type=int, default=8, help="lm-eval batch size (default 8)")
+    sw.add_argument("--batch-size", type=_whole(1), default=8, help="lm-eval batch size (default 8)")
     sw.add_argument("--device", default="cpu", help="torch device (default cpu)")
     sw.add_argument("--metadata", default="", help="lm-eval --metadata JSON, e.g. '{\"num_conversations\": 4}'")
     sw.add_argument("--no-chat-template", action="store_true", help="do not pass --apply_chat_template (base models)")
@@ -310,31 +344,42 @@ def build_parser() -> argparse.ArgumentParser:
     al.add_argument("--prompt-a", help="file with the base prompt x (with --prompt-b; default: the bundled scenes)")
     al.add_argument("--prompt-b", help="file with the variant prompt x'")
     al.add_argument("--axis", default="detail", help="label for the --prompt-a/--prompt-b pair (default detail)")
-    al.add_argument("--scenes", type=int, default=20, help="bundled scenes to use (default 20)")
+    al.add_argument("--scenes", type=_whole(1), default=20, help="bundled scenes to use (default 20)")
     al.add_argument("--axes", default="detail,paraphrase,genre,translation",
                     help="bundled variant axes (default: all four)")
     al.add_argument("--continuations", default="bundled",
                     help="bundled, wikitext (needs the network) or a .jsonl/.txt file (default bundled)")
-    al.add_argument("--n-continuations", type=int, default=16, help="continuations to use (default 16)")
-    al.add_argument("--octaves", type=int, default=7, help="octave windows to fit (default 7: t up to 1024)")
-    al.add_argument("--length", type=int, default=0,
+    al.add_argument("--n-continuations", type=_whole(2), default=16, help="continuations to use (default 16)")
+    al.add_argument("--octaves", type=_whole(2, 12), default=7, help="octave windows to fit (default 7: t up to 1024)")
+    al.add_argument("--length", type=_whole(0), default=0,
                     help="continuation tokens (default: what --octaves needs, 1031 for 7)")
     al.add_argument("--compensation", default="none", help="none, log:S, const:S or head:S (default none)")
-    al.add_argument("--batch-size", type=int, default=8)
-    al.add_argument("--bootstrap-iters", type=int, default=1000, help="bootstrap resamples over scenes (default 1000)")
-    al.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    al.add_argument("--batch-size", type=_whole(1), default=8)
+    al.add_argument("--bootstrap-iters", type=_whole(0), default=1000, help="bootstrap resamples over scenes (default 1000)")
+    al.add_argument("--threads", type=_whole(0), default=0, help="torch threads (default: torch's choice)")
     al.add_argument("--json", action="store_true", help="print everything (curves included) as JSON")
     al.set_defaults(func=_alpha)
     return p
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    command = None
     try:
+        args = build_parser().parse_args(argv)
+        command = args.command
         return args.func(args)
     except DriftUsageError as exc:
         print(f"drift-eval: error: {exc.message}", file=sys.stderr)
-        return 2
+        return USAGE_EXIT
+    except KeyboardInterrupt:
+        pass
+    import gc
+
+    gc.collect()  # progress bars held by the interrupted frames close now, before the last line
+    from .decide.sweep import RESUME
+
+    print(f"drift-eval: interrupted{': ' + RESUME if command == 'sweep' else ''}", file=sys.stderr)
+    return 130
 
 
 if __name__ == "__main__":

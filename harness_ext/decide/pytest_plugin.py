@@ -12,12 +12,21 @@ gives the session fixture ``drift_results`` (a ``DriftResults``) over the result
         d = drift_results.compare("drift_french_single", "fully_french", "log:0.25")
         assert d.difference >= 0, d
 
-A test that uses the fixture fails (one line) when ``--drift-results`` is missing or the
-folder is unusable. Importing this module costs nothing: the loader is imported on use.
+Unusable input (no ``--drift-results``, a damaged or partial folder, a task, metric or
+setting that is not in the results) is reported as an *error*, not a failure, in one line,
+and the session then exits with status 2 (as ``drift-eval gate`` does); a rule that does
+not hold is an ordinary failure (exit status 1). Importing this module costs nothing: the
+loader is imported on use.
 """
 from __future__ import annotations
 
 import pytest
+
+_UNUSABLE = pytest.StashKey[int]()
+
+
+class UnusableResults(Exception):
+    """The results cannot answer the question asked: reported as an error in one line."""
 
 
 def pytest_addoption(parser):
@@ -32,9 +41,9 @@ def pytest_report_header(config):
     return f"drift-eval results: {path}" if path else None
 
 
-def _usage_errors_fail(fn):
-    """A missing task, metric or setting fails the test with the loader's one-line message
-    (``DriftUsageError`` is a ``SystemExit``, which a test must not raise)."""
+def _usage_errors_are_errors(fn):
+    """A missing task, metric or setting (``DriftUsageError``, which is a ``SystemExit`` a
+    test must not raise) becomes ``UnusableResults`` with the loader's one-line message."""
     import functools
 
     @functools.wraps(fn)
@@ -46,9 +55,30 @@ def _usage_errors_fail(fn):
         try:
             return fn(*args, **kwargs)
         except DriftUsageError as exc:
-            pytest.fail(exc.message, pytrace=False)
+            raise UnusableResults(exc.message) from None
 
     return wrapper
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if call.excinfo is not None and call.excinfo.errisinstance(UnusableResults):
+        report = outcome.get_result()
+        report.longrepr = f"unusable drift results: {call.excinfo.value}"
+        report.drift_unusable = True
+        item.config.stash[_UNUSABLE] = item.config.stash.get(_UNUSABLE, 0) + 1
+
+
+def pytest_report_teststatus(report, config):
+    if getattr(report, "drift_unusable", False) and report.failed:
+        return "error", "E", "ERROR"
+    return None
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if session.config.stash.get(_UNUSABLE, 0) and exitstatus in (0, 1):
+        session.exitstatus = 2  # unusable input, as drift-eval gate exits
 
 
 class DriftResults:
@@ -61,23 +91,23 @@ class DriftResults:
     def settings(self) -> list:
         return self.output.labels
 
-    @_usage_errors_fail
+    @_usage_errors_are_errors
     def metric(self, task: str, metric: str, setting: str = "none"):
         """A ``Metric``: ``value``, ``stderr``, ``lower``/``upper`` (95% interval), ``n``,
         ``per_sample``; its repr reads as one line."""
         return self.output.metric(task, metric, setting)
 
-    @_usage_errors_fail
+    @_usage_errors_are_errors
     def value(self, task: str, metric: str, setting: str = "none"):
         return self.metric(task, metric, setting).value
 
-    @_usage_errors_fail
+    @_usage_errors_are_errors
     def compare(self, task: str, metric: str, setting: str, baseline: str = "none"):
         """Paired ``setting − baseline`` (``difference``, ``lower``, ``upper``, ``p_value``,
         ``test``, ``verdict``), or None without logged samples."""
         return self.output.compare(task, metric, setting, baseline)
 
-    @_usage_errors_fail
+    @_usage_errors_are_errors
     def expect(self, task: str, metric: str, setting: str = "none", *, min=None, max=None, on: str = "value"):
         """Assert ``min <= metric <= max`` on its value or an interval bound (``on``:
         value, lower, upper), with the same wording as ``drift-eval gate``."""
@@ -97,9 +127,9 @@ def drift_results(request) -> DriftResults:
 
     path = request.config.getoption("--drift-results")
     if not path:
-        pytest.fail("the drift_results fixture needs --drift-results OUT_DIR (a drift-eval sweep output folder)",
-                    pytrace=False)
+        raise UnusableResults("the drift_results fixture needs --drift-results OUT_DIR (a drift-eval sweep output "
+                              "folder)")
     try:
         return DriftResults(load_output(path))
     except DriftUsageError as exc:
-        pytest.fail(f"--drift-results: {exc.message}", pytrace=False)
+        raise UnusableResults(f"--drift-results: {exc.message}") from None
