@@ -55,17 +55,44 @@ def model_fingerprint(model) -> str:
     return h.hexdigest()[:20]
 
 
+def _cached_gammas(path: str):
+    """The cached strengths, or None when the file is damaged: it is then moved aside (with a
+    warning) and the calibration runs again."""
+    import logging
+    import math
+
+    from ..errors import DriftUsageError
+    from ..files import move_aside, read_json
+
+    try:
+        gamma = read_json(path, "calibration cache", expect=dict).get("gamma")
+        ok = isinstance(gamma, list) and gamma and all(
+            isinstance(row, list) and len(row) == len(gamma[0]) and row and all(
+                isinstance(g, (int, float)) and not isinstance(g, bool) and math.isfinite(g) for g in row)
+            for row in gamma)
+    except DriftUsageError:
+        ok = False
+    if ok:
+        return torch.tensor(gamma, dtype=torch.float32)
+    moved = move_aside(path)
+    logging.getLogger("lm_eval_drift").warning("calibration cache %s is damaged: moved aside to %s; calibrating "
+                                               "again", path, os.path.basename(moved))
+    return None
+
+
 def head_gammas(model, tokenizer, use_cache: bool = True) -> torch.Tensor:
     """(layers, heads) per-head strengths for ``model``; computed once, then cached."""
-    from ..files import read_json, write_json_atomic
+    from ..files import write_json_atomic
     from ..measure import capture
     from ..plugin.local_models import cache_dir
     from . import bias
     from .spans import system_span_end, token_count_before
 
     path = os.path.join(cache_dir("head_calibration"), model_fingerprint(model) + ".json")
-    if use_cache and os.path.isfile(path):
-        return torch.tensor(read_json(path)["gamma"], dtype=torch.float32)
+    if use_cache and os.path.lexists(path):
+        cached = _cached_gammas(path)
+        if cached is not None:
+            return cached
 
     system = calibration_system_prompt()
     messages = [{"role": "system", "content": system}, {"role": "user", "content": USER_PROMPT},

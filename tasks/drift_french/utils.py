@@ -15,6 +15,7 @@ from drift_eval.measure.conversation import ConversationSpec, assistant_replies
 from drift_eval.metrics import conversation, drift, langid
 from drift_eval.plugin.request_types import CONVERSATION
 from drift_eval.plugin.task_base import YamlTask
+from drift_eval.settings import int_option
 from drift_eval.tasks.drift_french.data import read_conversations, read_requests, system_prompt
 
 
@@ -75,11 +76,9 @@ def load_conversations(prompt_language: str = "en", mode: str = "live", reinject
 
     system = system_prompt(prompt_language)
     convs = read_conversations()
+    reinject_every = int_option("reinject_every", reinject_every, 0)
     if num_conversations is not None:
-        n = int(num_conversations)
-        if not 1 <= n <= len(convs):
-            raise DriftUsageError(f"num_conversations must be between 1 and {len(convs)}, got {num_conversations}")
-        convs = convs[:n]
+        convs = convs[:int_option("num_conversations", num_conversations, 1, len(convs))]
     docs = []
     for c in convs:
         spec = ConversationSpec(system, c["user_turns"], mode, int(reinject_every),
