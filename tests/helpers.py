@@ -77,3 +77,24 @@ REAL_SWEEP_ARGS = ["--settings", "none,log:1",
                    "--tasks", "drift_french_single,drift_french_multiturn_fixed,position_bias",
                    "--limit", "2", "--gen-kwargs", "max_gen_toks=16", "--batch-size", "2",
                    "--metadata", '{"length": 8, "sequences": 1}']
+
+
+def tiny_chat_model(folder, source_dir, seed=0, layers=1, chat_template=True):
+    """A random-init model with a real chat tokenizer (``source_dir``'s, e.g. the bundled
+    SmolLM2), saved to ``folder``: a model that lm-eval and the sweep treat like any chat
+    model but that generates in milliseconds. Returns ``folder`` as a string."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(source_dir)
+    config.update(dict(hidden_size=32, intermediate_size=64, num_hidden_layers=layers, num_attention_heads=4,
+                       num_key_value_heads=2, head_dim=8,
+                       initializer_range=0.2))  # wide enough that greedy answers vary with the prompt
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.save_pretrained(folder)
+    tok = AutoTokenizer.from_pretrained(source_dir)
+    if not chat_template:
+        tok.chat_template = None
+    tok.save_pretrained(folder)
+    return str(folder)
