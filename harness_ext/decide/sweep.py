@@ -317,14 +317,13 @@ def _sweep(output, todo, labels, planned, options, task_list, margs, meta, gen, 
            use_cache, status, log, warn):
     import lm_eval
     from lm_eval.loggers import EvaluationTracker
-    from lm_eval.tasks import get_task_dict
     from lm_eval.utils import make_table
 
     from ..plugin.model import HFDriftLM
 
     # everything that can be checked without the weights, before they load
     task_manager = _task_manager(task_list, {**margs, **meta})
-    get_task_dict(task_list, task_manager)  # builds the docs: --metadata and the language-ID model are checked
+    task_manager.load(task_list)  # builds the docs: --metadata and the language-ID model are checked
     _check_model(margs, chat, log)
     t0 = time.perf_counter()
     log(f"loading {margs['pretrained']} once for {len(todo)} setting(s)...")
