@@ -1,18 +1,21 @@
-"""Read an output folder of lm-eval results, one or more compensation settings.
+"""Read folders of lm-eval results: runs keyed by (model, setting).
 
-The one loader behind ``drift-eval report``, ``drift-eval gate`` and the pytest plugin.
-
-Layout (what ``drift-eval sweep`` and ``drift-eval demo --output`` write, and what
-``lm_eval --output_path OUT/<setting> --log_samples`` writes)::
+The one loader behind ``drift-eval report``, ``gate``, ``compare``, ``leaderboard`` and the
+pytest plugin. It reads any mix of ``drift-eval sweep`` folders and plain
+``lm_eval --output_path`` folders, with one or more models::
 
     OUT/sweep.json                                  (sweeps only: the planned settings)
-    OUT/<setting>/<model>/results_<date>.json       lm-eval's standard results
-    OUT/<setting>/<model>/samples_<task>_<date>.jsonl
+    OUT/<setting>/<model>/results_<date>.json       a sweep, or lm_eval --output_path OUT/<setting>
+    OUT/<model>/results_<date>.json                 lm_eval --output_path OUT (one folder per model)
+    .../samples_<task>_<date>.jsonl                 beside each results file (--log_samples)
 
-Every ``results_*.json`` under ``OUT`` (up to three folders deep) is read; its setting is
-the compensation in its ``config.model_args`` (``none`` for a model without one), so folder
-names do not matter. Several files of one setting are merged task by task, the newest file
-winning. Per-sample values come from the samples files of the same run (same date).
+Every ``results_*.json`` under each folder (up to three folders deep) is read. A run is
+keyed by its model (a readable name: the ``pretrained`` name, the GGUF file's name for a
+``gguf_file`` or a converted GGUF cache folder, never a cache path) and its setting (the
+compensation in ``config.model_args``; ``none`` without one), so folder names do not
+matter. Several results files of one run are merged when they hold different tasks; two
+that hold the same task are ambiguous, an error naming both files (never "newest wins").
+Per-sample values come from the samples files of the same date.
 
 Every file is validated before anything is used: UTF-8, the JSON shape of lm-eval's
 results, and in each samples file, per filter, one line per document with distinct
@@ -24,6 +27,7 @@ other problems with one ``DriftUsageError`` line saying what to do.
 from __future__ import annotations
 
 import glob
+import json
 import math
 import os
 import re
@@ -50,16 +54,22 @@ class Metric:
     upper: float
     per_sample: dict | None = None     # doc_id -> value, when samples were logged
     higher_is_better: bool | None = None
+    model: str = ""
+    doc_hashes: dict | None = None     # doc_id -> lm-eval's doc_hash, for pairing across runs
+    several_models: bool = False       # the folder holds other models: name this one in messages
 
     def spread(self) -> str:
         """``, 95% CI [lo, hi], n=N`` (the parts that are known)."""
         ci = "" if math.isnan(self.lower) else f", 95% CI [{self.lower:.4f}, {self.upper:.4f}]"
         return ci + ("" if self.n is None else f", n={self.n}")
 
+    def where(self) -> str:
+        return f"{self.task}/{self.name} under {self.setting}" + (f" for {self.model}" if self.several_models else "")
+
     def describe(self) -> str:
         se = f" ± {self.stderr:.4f} (stderr)" if isinstance(self.stderr, float) else ""
         val = f"{self.value:.4f}" if isinstance(self.value, float) else repr(self.value)
-        return f"{self.task}/{self.name} under {self.setting}: {val}{se}{self.spread()}"
+        return f"{self.where()}: {val}{se}{self.spread()}"
 
     __repr__ = describe
 
@@ -77,17 +87,104 @@ class TaskResult:
 
 
 @dataclass
-class Setting:
-    label: str
+class Run:
+    """The results of one model under one setting (from one or more results files)."""
+    model: str
+    setting: str
     model_args: dict
     files: list = field(default_factory=list)
     tasks: dict = field(default_factory=dict)   # task or group name -> TaskResult
+    provenance: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple:
+        return (self.model, self.setting)
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} [{self.setting}]"
 
     def task(self, name: str) -> TaskResult:
         if name not in self.tasks:
-            raise DriftUsageError(f"setting {self.label} has no results for '{name}'; it has: "
+            raise DriftUsageError(f"{self.label} has no results for '{name}'; it has: "
                                   f"{', '.join(sorted(self.tasks)) or 'nothing'}")
         return self.tasks[name]
+
+
+_CACHE_KEY = re.compile(r"^(?P<name>.+)-[0-9a-f]{16}$")
+
+
+def model_name(model_args: dict, res: dict) -> str:
+    """A readable name for a run's model: the GGUF file's name (``gguf_file``, or a
+    converted GGUF cache folder ``.../gguf/<file>-<key>``), a hub name as it is, a local
+    folder's name, never a cache path."""
+    gguf = model_args.get("gguf_file")
+    if isinstance(gguf, str) and gguf:
+        return os.path.splitext(os.path.basename(gguf))[0]
+    pretrained = model_args.get("pretrained") or res.get("model_name") or res["config"].get("model") or "model"
+    text = str(pretrained).rstrip("/\\")
+    if os.path.isabs(text) or text.startswith(("~", ".")):
+        name = os.path.basename(text)
+        match = _CACHE_KEY.match(name)
+        if match and os.path.basename(os.path.dirname(text)) == "gguf":  # drift_eval's GGUF cache folders
+            name = match.group("name")
+        return name
+    return text
+
+
+def _date(res: dict, fallback: str) -> str:
+    import datetime
+
+    stamp = res.get("date")
+    if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) and math.isfinite(stamp):
+        return datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return fallback
+
+
+def _text(v) -> str | None:
+    if v is None or v == "":
+        return None
+    return v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
+
+
+def _length_mode(tr: TaskResult, config: dict) -> str | None:
+    """``forced to N tokens`` or ``natural, at most N tokens``, from what the requests asked."""
+    gen = None
+    for s in tr.samples or []:
+        args = (s.get("arguments") or {}).get("gen_args_0") if isinstance(s.get("arguments"), dict) else None
+        gen = args.get("arg_1") if isinstance(args, dict) else None
+        break
+    if not isinstance(gen, dict):
+        gen = config.get("generation_kwargs") if isinstance(config, dict) else None
+    if not isinstance(gen, dict) or _float(gen.get("max_gen_toks")) is None:
+        return None
+    top = int(gen["max_gen_toks"])
+    forced = _float(gen.get("min_new_tokens")) is not None and gen["min_new_tokens"] >= top
+    return f"forced to {top} tokens" if forced else f"natural, at most {top} tokens"
+
+
+def _provenance(rf: "RunFile", name: str) -> dict:
+    res, cfg = rf.raw, rf.raw["config"]
+    configs = res.get("configs") or {}
+    versions = {(c.get("metadata") or {}).get("lm_eval_drift_version") for c in configs.values()
+                if isinstance(c, dict) and isinstance(c.get("metadata"), dict)} - {None}
+    seeds = [cfg.get(k) for k in ("random_seed", "numpy_seed", "torch_seed", "fewshot_seed")]
+    lengths = {t: m for t, tr in rf.tasks.items() if not tr.is_group
+               and (m := _length_mode(tr, configs.get(t) or {})) is not None}
+    out = {
+        "model": name, "pretrained": _text(rf.model_args.get("pretrained")),
+        "revision": _text(cfg.get("model_revision") or rf.model_args.get("revision")),
+        "model_sha": _text(cfg.get("model_sha")),
+        "lm_eval_version": _text(res.get("lm_eval_version")),
+        "lm_eval_drift_version": ", ".join(sorted(map(str, versions))) or None,
+        "transformers_version": _text(res.get("transformers_version")),
+        "git_hash": _text(res.get("git_hash")), "date": _date(res, rf.date),
+        "gen_kwargs": _text(cfg.get("gen_kwargs")), "limit": _text(cfg.get("limit")),
+        "seed": "/".join("-" if x is None else str(x) for x in seeds) if any(x is not None for x in seeds) else None,
+        "chat_template": "yes" if res.get("chat_template") else ("no" if "chat_template" in res else None),
+        "length": "; ".join(f"{t}: {m}" for t, m in lengths.items()) or None,
+    }
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _float(v):
@@ -255,36 +352,73 @@ def read_run_file(path: str) -> RunFile:
 
 
 class Output:
-    """All settings found in an output folder."""
+    """Every run found in one or more results folders, keyed by (model, setting)."""
 
-    def __init__(self, root: str, settings: dict, manifest: dict | None):
-        self.root = root
-        self.settings = settings
-        self.manifest = manifest
+    def __init__(self, roots: list, runs: dict, manifests: dict):
+        self.roots = list(roots)
+        self.runs = runs                 # (model, setting) -> Run
+        self.manifests = manifests       # root -> sweep.json contents
+
+    @property
+    def root(self) -> str:
+        return ", ".join(self.roots)
+
+    @property
+    def manifest(self) -> dict | None:
+        return next(iter(self.manifests.values()), None)
 
     # ------------------------------------------------------------------ access
     @property
+    def models(self) -> list:
+        """Model names, in the order their runs were found."""
+        return list(dict.fromkeys(m for m, _ in self.runs))
+
+    @property
     def labels(self) -> list:
         """Setting labels, ``none`` first, then in sweep order (or sorted)."""
-        order = (self.manifest or {}).get("settings", [])
-        rank = {lab: i for i, lab in enumerate(order)}
-        return sorted(self.settings, key=lambda s: (s != "none", rank.get(s, len(rank)), s))
+        order = [lab for m in self.manifests.values() for lab in m.get("settings", [])]
+        rank = {lab: i for i, lab in reversed(list(enumerate(order)))}
+        return sorted({s for _, s in self.runs}, key=lambda s: (s != "none", rank.get(s, len(rank)), s))
 
-    def setting(self, label: str) -> Setting:
-        if label not in self.settings:
-            raise DriftUsageError(f"no results for setting '{label}' in {self.root}; settings found: "
-                                  f"{', '.join(self.labels)}")
-        return self.settings[label]
+    def ordered_runs(self) -> list:
+        """Runs by model, then by setting."""
+        order = {lab: i for i, lab in enumerate(self.labels)}
+        models = {m: i for i, m in enumerate(self.models)}
+        return sorted(self.runs.values(), key=lambda r: (models[r.model], order[r.setting]))
 
-    def metric(self, task: str, name: str, setting: str = "none") -> Metric:
+    def model(self, model: str | None = None) -> str:
+        """``model`` if the folder has it; without one, the folder's only model."""
+        if model is not None:
+            if model not in self.models:
+                raise DriftUsageError(f"no results for model '{model}' in {self.root}; models found: "
+                                      f"{', '.join(self.models)}")
+            return model
+        if len(self.models) != 1:
+            raise DriftUsageError(f"{self.root} holds results of {len(self.models)} models ({', '.join(self.models)}): "
+                                  f"name the one you mean")
+        return self.models[0]
+
+    def settings_of(self, model: str | None = None) -> list:
+        m = self.model(model)
+        return [lab for lab in self.labels if (m, lab) in self.runs]
+
+    def run(self, setting: str = "none", model: str | None = None) -> Run:
+        m = self.model(model)
+        if (m, setting) not in self.runs:
+            raise DriftUsageError(f"no results for setting '{setting}' of {m} in {self.root}; settings found: "
+                                  f"{', '.join(self.settings_of(m))}")
+        return self.runs[(m, setting)]
+
+    def metric(self, task: str, name: str, setting: str = "none", model: str | None = None) -> Metric:
         from ..metrics import stats
 
-        tr = self.setting(setting).task(task)
+        run = self.run(setting, model)
+        tr = run.task(task)
         if name not in tr.values:
             raise DriftUsageError(f"{task} under {setting} has no metric '{name}'; it has: "
                                   f"{', '.join(sorted(tr.values))}")
         value = tr.values[name]
-        per = self._per_sample(self.setting(setting), tr, name)
+        per, hashes = self._per_sample(run, tr, name)
         stderr = tr.stderrs.get(name)
         lo = hi = math.nan
         if per and len(per) > 1:
@@ -294,50 +428,55 @@ class Output:
         n = tr.n if tr.n is not None else (len(per) if per else None)
         hib = tr.higher_is_better.get(name)
         return Metric(task, name, setting, float(value) if _float(value) is not None else value, stderr, n,
-                      lo, hi, per, hib)
+                      lo, hi, per, hib, run.model, hashes, len(self.models) > 1)
 
-    def _per_sample(self, st: Setting, tr: TaskResult, name: str):
-        """doc_id -> value from the logged samples; for a group whose aggregate pools its
-        tasks' samples (lm-eval's weighted mean), (task, doc_id) -> value over all of them."""
+    def _per_sample(self, run: Run, tr: TaskResult, name: str):
+        """(doc_id -> value, doc_id -> doc_hash) from the logged samples; for a group whose
+        aggregate pools its tasks' samples (lm-eval's weighted mean), keyed (task, doc_id)
+        over all of them. (None, None) without samples."""
         if tr.samples:
-            return {s["doc_id"]: float(s[name]) for s in tr.samples
-                    if "doc_id" in s and isinstance(_float(s.get(name)), float)} or None
+            rows = [s for s in tr.samples if isinstance(_float(s.get(name)), float)]
+            if not rows:
+                return None, None
+            return {s["doc_id"]: float(s[name]) for s in rows}, {s["doc_id"]: s.get("doc_hash") for s in rows}
         if tr.is_group and tr.subtasks:
-            pooled = {}
+            pooled, hashes = {}, {}
             for sub in tr.subtasks:
-                str_ = st.tasks.get(sub)
-                vals = self._per_sample(st, str_, name) if str_ is not None and name in str_.values else None
+                sub_tr = run.tasks.get(sub)
+                vals, hs = self._per_sample(run, sub_tr, name) if sub_tr is not None and name in sub_tr.values \
+                    else (None, None)
                 if not vals:
-                    return None
+                    return None, None
                 pooled.update({(sub, k): v for k, v in vals.items()})
-            return pooled
-        return None
+                hashes.update({(sub, k): h for k, h in hs.items()})
+            return pooled, hashes
+        return None, None
 
-    def compare(self, task: str, name: str, setting: str, baseline: str = "none"):
-        """Paired difference ``setting − baseline`` on the samples both logged; for fitted
-        metrics without per-sample values (drift_alpha's α), a z test on their standard
-        errors; None when neither is possible."""
+    def compare(self, task: str, name: str, setting: str, baseline: str = "none", model: str | None = None):
+        """Paired difference ``setting − baseline`` (settings of one model) on the samples
+        both logged; for fitted metrics without per-sample values (drift_alpha's α), a z
+        test on their standard errors; None when neither is possible."""
         from ..metrics import stats
 
-        a, b = self.metric(task, name, setting), self.metric(task, name, baseline)
+        a, b = self.metric(task, name, setting, model), self.metric(task, name, baseline, model)
         if not a.per_sample or not b.per_sample:
             if all(isinstance(v, float) and math.isfinite(v) for v in (a.value, a.stderr, b.value, b.stderr)):
                 return stats.difference_from_errors(a.value, a.stderr, b.value, b.stderr, a.n or 0)
             return None
-        docs = sorted(set(a.per_sample) & set(b.per_sample))
+        docs = sorted(set(a.per_sample) & set(b.per_sample), key=repr)
         if not docs:
             return None
         return stats.paired_difference([a.per_sample[d] for d in docs], [b.per_sample[d] for d in docs])
 
-    def scalar_metrics(self, setting: str, task: str) -> list:
+    def scalar_metrics(self, setting: str, task: str, model: str | None = None) -> list:
         """Names of the float-valued metrics of a task, in file order."""
-        tr = self.setting(setting).task(task)
+        tr = self.run(setting, model).task(task)
         return [m for m, v in tr.values.items() if _float(v) is not None]
 
     def task_names(self) -> list:
         names = []
-        for lab in self.labels:
-            for t in self.settings[lab].tasks:
+        for run in self.ordered_runs():
+            for t in run.tasks:
                 if t not in names:
                     names.append(t)
         return names
@@ -361,32 +500,67 @@ def read_manifest(root: str) -> dict | None:
     return manifest
 
 
-def load_output(root, allow_partial: bool = False) -> Output:
-    """Load every setting under ``root``; a sweep whose planned settings are not all there
-    is an error unless ``allow_partial``."""
-    root = os.fspath(root)
-    if not os.path.isdir(root):
-        raise DriftUsageError(f"results folder not found: {root}")
-    manifest = read_manifest(root)
-    files = results_files(root)
-    if not files:
-        raise DriftUsageError(f"no lm-eval results in {root}: expected <setting>/<model>/results_*.json, written by "
-                              f"'drift-eval sweep --output {root}' or 'lm_eval --output_path {root}/<setting> --log_samples'")
-    settings: dict = {}
-    for rf in sorted((read_run_file(p) for p in files), key=lambda rf: (rf.date, rf.path)):  # newer files win
-        st = settings.setdefault(rf.setting, Setting(rf.setting, rf.model_args))
-        st.files += [rf.path, *rf.sample_files]
-        st.tasks.update(rf.tasks)
-    if manifest is not None:
-        missing = [s for s in manifest["settings"] if s not in settings]
+def _unique_names(files: list) -> dict:
+    """RunFile -> model name; two different ``pretrained`` values with one readable name
+    are told apart by their last folders."""
+    names = {id(rf): model_name(rf.model_args, rf.raw) for rf in files}
+    idents = {}
+    for rf in files:
+        idents.setdefault(names[id(rf)], set()).add(str(rf.model_args.get("pretrained", "")))
+    for rf in files:
+        if len(idents[names[id(rf)]]) > 1:
+            parts = str(rf.model_args.get("pretrained", "")).rstrip("/").split("/")
+            names[id(rf)] = "/".join(parts[-2:]) if len(parts) > 1 else parts[0]
+    return names
+
+
+def load_output(*roots, allow_partial: bool = False) -> Output:
+    """Load every run under ``roots`` (folders); a sweep whose planned settings are not all
+    there is an error unless ``allow_partial``."""
+    roots = [os.fspath(r) for r in roots]
+    if not roots:
+        raise DriftUsageError("no results folder given")
+    manifests, files = {}, []
+    for root in roots:
+        if not os.path.isdir(root):
+            raise DriftUsageError(f"results folder not found: {root}")
+        manifest = read_manifest(root)
+        if manifest is not None:
+            manifests[root] = manifest
+        found = results_files(root)
+        if not found:
+            raise DriftUsageError(f"no lm-eval results in {root}: expected <setting>/<model>/results_*.json, written "
+                                  f"by 'drift-eval sweep --output {root}' or 'lm_eval --output_path {root}/<setting> "
+                                  f"--log_samples'")
+        files += [(root, read_run_file(p)) for p in found]
+    names = _unique_names([rf for _, rf in files])
+    runs: dict = {}
+    where: dict = {}   # (model, setting, task) -> file
+    by_root: dict = {}
+    for root, rf in sorted(files, key=lambda x: (x[1].date, x[1].path)):
+        name = names[id(rf)]
+        key = (name, rf.setting)
+        run = runs.setdefault(key, Run(name, rf.setting, rf.model_args))
+        for task in rf.tasks:
+            other = where.setdefault((*key, task), rf.path)
+            if other != rf.path and not rf.tasks[task].is_group:
+                raise DriftUsageError(f"two results for {name} under {rf.setting}, task {task}: {other} and "
+                                      f"{rf.path}; move one of them away (one run per model, setting and task)")
+        run.files += [rf.path, *rf.sample_files]
+        run.tasks.update(rf.tasks)
+        run.provenance = {**_provenance(rf, name), "files": run.files}
+        by_root.setdefault(root, {})[key] = run
+    for root, manifest in manifests.items():
+        present = {r.setting for r in by_root.get(root, {}).values()}
+        missing = [s for s in manifest["settings"] if s not in present]
         expected_tasks = manifest.get("tasks") or []
-        incomplete = [f"{s} ({', '.join(t for t in expected_tasks if t not in settings[s].tasks)})"
-                      for s in manifest["settings"] if s in settings
-                      and any(t not in settings[s].tasks for t in expected_tasks)]
+        incomplete = [f"{r.setting} ({', '.join(t for t in expected_tasks if t not in r.tasks)})"
+                      for r in by_root.get(root, {}).values()
+                      if r.setting in manifest["settings"] and any(t not in r.tasks for t in expected_tasks)]
         if (missing or incomplete) and not allow_partial:
             what = "; ".join(filter(None, [
                 f"no results for {', '.join(missing)}" if missing else "",
                 f"tasks missing for {', '.join(incomplete)}" if incomplete else ""]))
             raise DriftUsageError(f"{root} holds a partial sweep ({what}): finish it with "
                                   f"'drift-eval sweep --output {root}' (same options) before using the results")
-    return Output(root, settings, manifest)
+    return Output(roots, runs, manifests)
