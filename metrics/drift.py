@@ -22,6 +22,8 @@ ECHO_PATTERNS = [
 ]
 _ECHO_RE = [re.compile(p) for p in ECHO_PATTERNS]
 ECHO_NGRAM = 5
+#: metric tokens per segment of a language timeline
+SEGMENT_TOKENS = 128
 
 
 def fold(text: str) -> str:
@@ -62,13 +64,50 @@ def drift_onset(timeline: list[str], lang: str = "fr") -> float:
     return 1.0
 
 
-def mean_drift_onset(timelines: list[list[str]]) -> float:
-    """lm-eval aggregation for ``language_timeline``."""
-    return sum(drift_onset(t) for t in timelines) / max(len(timelines), 1)
+def first_foreign(timeline: list[str], lang: str = "fr") -> int | None:
+    """Index of the first known segment not in ``lang`` (0 for an empty timeline: an answer
+    with nothing in ``lang``); None when the answer never left ``lang``."""
+    if not timeline:
+        return 0
+    return next((i for i, seg in enumerate(timeline) if seg != langid.UNKNOWN and seg != lang), None)
 
 
-def score_response(text: str, instruction: str = "", lang: str = "fr", segment_size: int = 128) -> dict:
-    timeline = [p.lang for p in langid.identify_many(langid.segments(text, segment_size))]
+def survival(timelines: list[list[str]], lang: str = "fr"):
+    """Share of answers still in ``lang`` at each segment, with a 95% band (Kaplan-Meier:
+    an answer that ends before the last segment without leaving ``lang`` is censored
+    there); a ``drift_eval.metrics.stats.Survival``."""
+    from .stats import survival_curve
+
+    return survival_curve([first_foreign(t, lang) for t in timelines], [max(len(t), 1) for t in timelines])
+
+
+class Curve(tuple):
+    """A list-valued aggregate (a JSON array in lm-eval's results file) that prints as one
+    short cell in lm-eval's table."""
+
+    def __str__(self):
+        return f"{len(self)} segments, {self[-1]:.3f} at the end" if self else "no segments"
+
+    def __format__(self, spec):
+        return str(self)
+
+
+def french_survival(timelines: list[list[str]]) -> Curve:
+    """lm-eval aggregation for ``language_timeline``: the share of answers still French at
+    each segment (the survival curve; per-sample timelines stay in the logged samples)."""
+    return Curve(round(v, 6) for v in survival(timelines).estimate)
+
+
+def mean_language_score(scores: list[list[float]]) -> float:
+    """lm-eval aggregation for ``language_scores``: the mean fastText probability of the
+    segments' top language, over every segment of every answer."""
+    flat = [p for row in scores for p in row]
+    return sum(flat) / len(flat) if flat else 0.0
+
+
+def score_response(text: str, instruction: str = "", lang: str = "fr", segment_size: int = SEGMENT_TOKENS) -> dict:
+    predictions = langid.identify_many(langid.segments(text, segment_size))
+    timeline = [p.lang for p in predictions]
     known = [s for s in timeline if s != langid.UNKNOWN]
     _, second = langid.halves(text)
     return {
@@ -78,5 +117,7 @@ def score_response(text: str, instruction: str = "", lang: str = "fr", segment_s
         "echo_rate": float(restates_instruction(second, instruction)),
         "line_pass_rate": line_pass_rate(text, lang),
         "langdetect_french": float(langid.langdetect_lang(text) == lang),
+        "drift_onset": drift_onset(timeline, lang),
         "language_timeline": timeline,
+        "language_scores": [round(p.score, 4) for p in predictions],
     }

@@ -34,7 +34,8 @@ def process_results(doc, results):
     return scores
 
 
-mean_drift_onset = drift.mean_drift_onset
+french_survival = drift.french_survival
+mean_language_score = drift.mean_language_score
 
 
 def _check_language_model():
