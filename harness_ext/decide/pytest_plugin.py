@@ -5,6 +5,9 @@
 gives the session fixture ``drift_results`` (a ``DriftResults``) over the results folder
 (one loader with ``drift-eval report`` and ``drift-eval gate``)::
 
+    def test_no_regression_against_the_last_release(drift_results):
+        drift_results.compare_to("releases/1.2/", "drift_french_single", "fully_french", max_regression=0.05)
+
     def test_french_holds_without_compensation(drift_results):
         drift_results.expect("drift_french_single", "fully_french", setting="none", on="lower", min=0.8)
 
@@ -82,7 +85,9 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 class DriftResults:
-    """Per-setting metrics of a results folder, with intervals and paired comparisons."""
+    """Metrics of a results folder per (model, setting), with intervals, paired
+    comparisons between settings, and comparisons against a baseline model. ``model`` may
+    be left out when the folder holds one model."""
 
     def __init__(self, output):
         self.output = output
@@ -91,31 +96,62 @@ class DriftResults:
     def settings(self) -> list:
         return self.output.labels
 
+    @property
+    def models(self) -> list:
+        return self.output.models
+
     @_usage_errors_are_errors
-    def metric(self, task: str, metric: str, setting: str = "none"):
+    def metric(self, task: str, metric: str, setting: str = "none", model: str | None = None):
         """A ``Metric``: ``value``, ``stderr``, ``lower``/``upper`` (95% interval), ``n``,
         ``per_sample``; its repr reads as one line."""
-        return self.output.metric(task, metric, setting)
+        return self.output.metric(task, metric, setting, model)
 
     @_usage_errors_are_errors
-    def value(self, task: str, metric: str, setting: str = "none"):
-        return self.metric(task, metric, setting).value
+    def value(self, task: str, metric: str, setting: str = "none", model: str | None = None):
+        return self.metric(task, metric, setting, model).value
 
     @_usage_errors_are_errors
-    def compare(self, task: str, metric: str, setting: str, baseline: str = "none"):
-        """Paired ``setting − baseline`` (``difference``, ``lower``, ``upper``, ``p_value``,
-        ``test``, ``verdict``), or None without logged samples."""
-        return self.output.compare(task, metric, setting, baseline)
+    def compare(self, task: str, metric: str, setting: str, baseline: str = "none", model: str | None = None):
+        """Paired ``setting − baseline`` settings of one model (``difference``, ``lower``,
+        ``upper``, ``p_value``, ``test``, ``verdict``), or None without logged samples."""
+        return self.output.compare(task, metric, setting, baseline, model)
 
     @_usage_errors_are_errors
-    def expect(self, task: str, metric: str, setting: str = "none", *, min=None, max=None, on: str = "value"):
+    def expect(self, task: str, metric: str, setting: str = "none", *, min=None, max=None, on: str = "value",
+               model: str | None = None):
         """Assert ``min <= metric <= max`` on its value or an interval bound (``on``:
         value, lower, upper), with the same wording as ``drift-eval gate``."""
         from .gate import check
 
         __tracebackhide__ = True
-        outcome = check(self.output, task, metric, setting, min, max, on)
+        outcome = check(self.output, task, metric, setting, min, max, on, model=model)
         if not outcome.passed:
+            raise AssertionError(outcome.message)
+        return outcome
+
+    @_usage_errors_are_errors
+    def compare_to(self, baseline, task: str, metric: str, setting: str = "none", *, max_regression=None,
+                   on: str = "upper", underpowered: str = "fail", model: str | None = None):
+        """This folder's model (``model``) against ``baseline``: a results folder (one
+        model) or another model's name in this folder. Returns the ``Comparison``
+        (``difference``, ``mde``, ``regression``...). With ``max_regression``, asserts as a
+        gate rule does: worse beyond it fails the test; a sample too small to resolve it is
+        an error (``underpowered="warn"``: judged anyway, with a note)."""
+        import os
+
+        from .gate import check_regression, resolve_baseline
+
+        __tracebackhide__ = True
+        base, base_model, candidate = resolve_baseline(self.output, os.fspath(baseline), model)
+        if max_regression is None:
+            from .compare import compare_metric
+
+            return compare_metric(self.output, base, task, metric, setting, candidate, base_model)
+        outcome = check_regression(self.output, base, task, metric, setting, max_regression, on, underpowered,
+                                   model=candidate, baseline_model=base_model)
+        if outcome.status == "underpowered":
+            raise UnusableResults(outcome.message)
+        if outcome.status == "fail":
             raise AssertionError(outcome.message)
         return outcome
 
