@@ -2,13 +2,16 @@
 
     drift-eval demo          run drift_french_single on the bundled SmolLM2-135M-Instruct
                              through the real ``lm_eval`` command, without and with
-                             compensation, and print lm-eval's results tables
+                             compensation, print lm-eval's results tables, and write the
+                             HTML report comparing them (its path is printed last)
     drift-eval model-path    print the safetensors folder of the bundled demo model
                              (converted from its GGUF file on first use)
     drift-eval position-bias predicted (rollout) vs gradient influence profiles of a model
     drift-eval sweep         lm-eval tasks under several compensation settings, model loaded once
-    drift-eval report        comparison report (HTML / Markdown) of a results folder
+    drift-eval report        comparison report (HTML / Markdown / JSON / CSV) of a results folder
     drift-eval gate          release rules on a results folder (exit 0 pass, 1 fail, 2 unusable)
+    drift-eval compare       a candidate model against a baseline: paired tests, detectable effects
+    drift-eval leaderboard   one ranked row per (model, setting) from lm-eval results
     drift-eval alpha         hidden-state prompt-forgetting exponents per layer
     drift-eval accessibility cramming capacity: n50 against soft-prompt size m, and the bound
 """
@@ -58,10 +61,24 @@ def _positive(text):
 
 
 def _demo(args) -> int:
+    import datetime
+
+    from .files import write_text_atomic
     from .plugin.local_models import smollm2_dir
     from .settings import parse_settings
 
     configs = parse_settings(args.settings)  # every entry is checked before the first run
+    if len(configs) < 2:
+        raise DriftUsageError("--settings needs two settings or more: the demo compares them")
+    if args.output:
+        output = os.path.abspath(args.output)
+        if os.path.isdir(output) and os.listdir(output):
+            raise DriftUsageError(f"{output} is not empty: give a new --output folder")
+    else:
+        output = os.path.abspath(os.path.join("drift-demo", datetime.datetime.now().strftime("%Y%m%d-%H%M%S")))
+    report = os.path.join(output, "report.html")
+    write_text_atomic(report, "")  # the folder is writable: found out before the first run
+    os.remove(report)
     model_dir = smollm2_dir()
     status = 0
     for cfg in configs:
@@ -70,14 +87,19 @@ def _demo(args) -> int:
             sys.executable, "-m", "lm_eval", "--model", "hf-drift", "--model_args", model_args,
             "--tasks", args.task, "--apply_chat_template", "--limit", str(args.limit),
             "--gen_kwargs", f"max_gen_toks={args.max_gen_toks}", "--batch_size", str(args.batch_size),
-            "--device", "cpu",
+            "--device", "cpu", "--output_path", os.path.join(output, cfg.folder()), "--log_samples",
         ]
-        if args.output:
-            cmd += ["--output_path", os.path.join(args.output, cfg.folder()), "--log_samples"]
         print(f"\n== compensation {cfg.label()} ==\n$ lm_eval {shlex.join(cmd[3:])}", flush=True)
         rc = subprocess.call(cmd)
         status = status or (1 if rc else 0)  # exit 2 is kept for unusable input to drift-eval itself
-    return status
+    if status:
+        print(f"drift-eval: a run failed; its output is in {output}", file=sys.stderr)
+        return status
+    from .reports.render import write_report
+
+    print("\nreport comparing the settings (verdict, survival curves, audit strips):")
+    print(write_report(output, report), flush=True)
+    return 0
 
 
 def _model_path(args) -> int:
@@ -213,15 +235,66 @@ def _sweep(args) -> int:
 def _report(args) -> int:
     from .reports.render import write_report
 
-    out = args.output or os.path.join(args.results, "report.html")
-    print(write_report(args.results, out, fmt=args.format, allow_partial=args.partial))
+    out = args.output or os.path.join(args.results[0], "report.html")
+    print(write_report(args.results, out, fmt=args.format, allow_partial=args.partial, policy=args.policy,
+                       baseline=args.baseline))
     return 0
 
 
 def _gate(args) -> int:
     from .decide.gate import run_gate
 
-    return run_gate(args.results, args.policy, junit_xml=args.junit_xml)
+    return run_gate(args.results, args.policy, junit_xml=args.junit_xml, baseline=args.baseline)
+
+
+def _compare(args) -> int:
+    import json
+
+    from .decide.compare import compare_models
+    from .decide.gate import resolve_baseline
+    from .decide.results import load_output
+
+    if args.within:
+        output = load_output(args.within)
+        base, base_model, cand_model = resolve_baseline(output, args.baseline, args.candidate)
+    else:
+        for path in (args.candidate, args.baseline):
+            if not os.path.isdir(path):
+                raise DriftUsageError(f"results folder not found: {path} (to compare two models of one folder, "
+                                      f"pass it with --in)")
+        output, base = load_output(args.candidate), load_output(args.baseline)
+        cand_model, base_model = output.model(None), base.model(None)
+    rows = compare_models(output, base, cand_model, base_model)
+    if not rows:
+        raise DriftUsageError(f"{cand_model} and {base_model} share no setting, task and metric to compare")
+    if args.format == "json":
+        print(json.dumps([{"setting": c.setting, "task": c.task, "metric": c.metric, "candidate": c.candidate,
+                           "baseline": c.baseline, "candidate_value": c.candidate_value,
+                           "baseline_value": c.baseline_value, "difference": c.difference.difference,
+                           "lower": c.difference.lower, "upper": c.difference.upper, "p_value": c.difference.p_value,
+                           "test": c.difference.test, "n": c.n, "verdict": c.difference.verdict,
+                           "mde": None if c.mde == float("inf") else c.mde, "higher_is_better": c.higher_is_better}
+                          for c in rows], indent=2))
+        return 0
+    print(f"candidate {cand_model} against baseline {base_model} (difference = candidate − baseline; "
+          f"MDE: the smallest difference detectable at 80% power)")
+    print(f"{'setting':<12} {'task/metric':<42} {'cand':>7} {'base':>7} {'diff':>8} {'95% CI':>19} {'p':>8} "
+          f"{'n':>4} {'MDE':>6}  reading")
+    for c in rows:
+        d = c.difference
+        ci = "—" if d.lower != d.lower else f"[{d.lower:+.3f}, {d.upper:+.3f}]"
+        mde = "∞" if c.mde == float("inf") else f"{c.mde:.3f}"
+        print(f"{c.setting:<12} {c.task + '/' + c.metric:<42} {c.candidate_value:7.3f} {c.baseline_value:7.3f} "
+              f"{d.difference:+8.3f} {ci:>19} {d.p_value:8.4f} {d.n:4d} {mde:>6}  {d.verdict} ({d.test})")
+    return 0
+
+
+def _leaderboard(args) -> int:
+    from .reports.leaderboard import write_leaderboard
+
+    text = write_leaderboard(args.results, args.output, args.format)
+    print(args.output if args.output else text)
+    return 0
 
 
 def _accessibility(args) -> int:
@@ -277,7 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--limit", type=_whole(1), default=8, help="requests per setting (default 8)")
     d.add_argument("--max-gen-toks", type=_whole(1), default=256, help="forced answer length in tokens (default 256)")
     d.add_argument("--batch-size", type=_whole(1), default=8)
-    d.add_argument("--output", help="also write lm-eval results and samples under this folder")
+    d.add_argument("--output", help="folder for lm-eval's results and samples and the report (default: "
+                   "drift-demo/<date-time>)")
     d.set_defaults(func=_demo)
     m = sub.add_parser("model-path", help="print the bundled demo model's safetensors folder")
     m.set_defaults(func=_model_path)
@@ -326,17 +400,33 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--no-chat-template", action="store_true", help="do not pass --apply_chat_template (base models)")
     sw.add_argument("--no-cache", action="store_true", help="do not cache answers (an interrupted setting restarts)")
     sw.set_defaults(func=_sweep)
-    rp = sub.add_parser("report", help="render the comparison of a results folder as HTML or Markdown")
-    rp.add_argument("results", help="results folder (drift-eval sweep --output, or lm_eval --output_path)")
-    rp.add_argument("-o", "--output", help="report file, .html or .md (default RESULTS/report.html)")
-    rp.add_argument("--format", choices=("html", "md"), help="override the format implied by the file name")
+    rp = sub.add_parser("report", help="render the comparison of a results folder (HTML, Markdown, JSON, CSV)")
+    rp.add_argument("results", nargs="+", help="results folders (drift-eval sweep --output, or lm_eval --output_path)")
+    rp.add_argument("-o", "--output", help="report file, .html, .md, .json or .csv (default: report.html in the "
+                    "first folder)")
+    rp.add_argument("--format", choices=("html", "md", "json", "csv"), help="override the format implied by the file name")
     rp.add_argument("--partial", action="store_true", help="render an unfinished sweep with the settings it has")
+    rp.add_argument("--policy", help="gate policy: its outcome opens the report")
+    rp.add_argument("--baseline", help="baseline results folder, or a model name in RESULTS, to compare against")
     rp.set_defaults(func=_report)
     gt = sub.add_parser("gate", help="check release rules on a results folder: exit 0 pass, 1 fail, 2 unusable input")
     gt.add_argument("results", help="results folder (drift-eval sweep --output, or lm_eval --output_path)")
-    gt.add_argument("--policy", required=True, help="YAML policy: rules of task, metric, setting, on, min/max")
+    gt.add_argument("--policy", required=True, help="YAML policy: rules of task, metric, setting, on, min/max or "
+                    "max_regression")
+    gt.add_argument("--baseline", help="baseline results folder, or a model name in RESULTS (overrides the policy's)")
     gt.add_argument("--junit-xml", help="also write the outcome as JUnit XML to this file")
     gt.set_defaults(func=_gate)
+    cm = sub.add_parser("compare", help="candidate against baseline: paired tests, intervals, detectable effects")
+    cm.add_argument("candidate", help="candidate results folder (or, with --in, a model name)")
+    cm.add_argument("baseline", help="baseline results folder (or, with --in, a model name)")
+    cm.add_argument("--in", dest="within", metavar="DIR", help="one results folder holding both models")
+    cm.add_argument("--format", choices=("text", "json"), default="text")
+    cm.set_defaults(func=_compare)
+    lb = sub.add_parser("leaderboard", help="one row per (model, setting), ranked, ties marked")
+    lb.add_argument("results", nargs="+", help="results folders (sweeps or lm_eval --output_path folders)")
+    lb.add_argument("-o", "--output", help="board.md, board.csv or board.json (default: Markdown to stdout)")
+    lb.add_argument("--format", choices=("md", "csv", "json"), help="override the format implied by the file name")
+    lb.set_defaults(func=_leaderboard)
     al = sub.add_parser("alpha", help="hidden-state prompt-forgetting exponents (alpha, beta) per layer")
     al.add_argument("--model", help="model folder (default: the bundled SmolLM2-135M-Instruct)")
     al.add_argument("--gguf-file", help="GGUF file inside --model")
