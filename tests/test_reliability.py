@@ -223,7 +223,7 @@ def test_a_damaged_sweep_manifest_is_named(capsys, out, policy, tmp_path):
     ("rules: !!python/object/apply:os.system ['touch {marker}']", "is not valid YAML"),
     ("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
      "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
-     "rules: [*d, *d, *d, *d, *d, *d, *d, *d, *d]", "rule 1 needs 'task' and 'metric'"),
+     "rules: [*d, *d, *d, *d, *d, *d, *d, *d, *d]", "has unknown key(s) a, b, c, d"),
     ("rules: " + "[" * 5000 + "]" * 5000, "policy"),
 ])
 def test_bad_policies_are_unusable_input(capsys, out, tmp_path, text, needle):
