@@ -221,10 +221,10 @@ def test_a_damaged_sweep_manifest_is_named(capsys, out, policy, tmp_path):
      "'setting' must be text"),
     # hostile YAML: a tag that would run code under an unsafe loader, and an alias bomb
     ("rules: !!python/object/apply:os.system ['touch {marker}']", "is not valid YAML"),
-    ("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
-     "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
-     "rules: [*d, *d, *d, *d, *d, *d, *d, *d, *d]", "has unknown key(s) a, b, c, d"),
-    ("rules: " + "[" * 5000 + "]" * 5000, "policy"),
+    pytest.param("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+                 "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+                 "rules: [*d, *d, *d, *d, *d, *d, *d, *d, *d]", "has unknown key(s) a, b, c, d", id="alias-bomb"),
+    pytest.param("rules: " + "[" * 5000 + "]" * 5000, "nests too deep to be a policy", id="nested-5000-deep"),
 ])
 def test_bad_policies_are_unusable_input(capsys, out, tmp_path, text, needle):
     write_output(out)

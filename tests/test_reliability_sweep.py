@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from helpers import DRIFT_EVAL, ENV, run_drift_eval, tiny_chat_model
+from helpers import DRIFT_EVAL, ENV, run_drift_eval, run_lm_eval, tiny_chat_model
 
 pytestmark = pytest.mark.slow
 
@@ -152,11 +152,15 @@ def test_a_damaged_setting_reruns_alone_and_planted_pickles_never_run(tiny, refe
         db.execute("UPDATE answers SET value = ? WHERE rowid = (SELECT MIN(rowid) FROM answers)",
                    (pickle.dumps(Planted(marker)),))
     (out / "log_1" / "cache" / "answers.sqlite").write_bytes(b"garbage" * 1000)  # skipped: never opened
+    [model_dir] = (out / "log_1").glob("__*")
+    stray = model_dir / "results_2020-01-01T00-00-00.000000.json"
+    stray.write_text("{")  # a damaged file beside a complete setting: moved aside, nothing rerun
     r = _sweep(out, tiny)
     assert r.returncode == 0, r.stderr[-3000:]
     assert not marker.exists()
     assert f"damaged: {samples}: 2 sample line(s), but the results file counts 4" in r.stdout
-    assert "[2/2] log:1: results present, skipped" in r.stdout
+    assert "[2/2] log:1: results present, skipped" in r.stdout and f"damaged: {stray} is not valid JSON" in r.stdout
+    assert f"moved aside: log_1/{model_dir.name}/{stray.name}.damaged" in r.stdout
     assert "requests answered by the model: 1, from the cache: 7" in r.stdout  # only the planted answer again
     assert "1 stored answer(s) were not valid answers and were generated again" in r.stderr
     assert sorted(os.path.basename(p) for p in glob.glob(str(out / "none" / "*" / "*.damaged"))) == sorted(
@@ -206,6 +210,15 @@ def test_model_problems_fail_before_the_weights_load(smollm2_dir, tmp_path):
     r = _sweep(tmp_path / "out", tmp_path / "no-such-model")
     assert r.returncode == 2 and "cannot load the model" in _stderr_line(r) and "check pretrained=" in _stderr_line(r)
     assert "loading" not in r.stdout and not (tmp_path / "out" / "sweep.json").exists()
+    # through lm_eval itself: one line before the first request (lm_eval's own error status, 1)
+    for extra, needle in ((["--apply_chat_template"], "error: drift_french_single: --apply_chat_template needs a "
+                                                      "model with a chat template"),
+                          (["--gen_kwargs", "max_gen_toks=0"], "error: drift_french_single generation kwargs "
+                                                               "max_gen_toks must be a whole number >= 1, got 0")):
+        r = run_lm_eval(["--model", "hf-drift", "--model_args", f"pretrained={plain}", "--tasks",
+                         "drift_french_single", "--limit", "1", *extra])
+        assert r.returncode == 1 and r.stderr.strip().splitlines()[-1].startswith(needle), r.stderr[-2000:]
+        assert "Traceback" not in r.stderr
 
 
 def test_other_packages_broken_entry_points_do_not_break_lm_eval(tmp_path):

@@ -74,17 +74,29 @@ def _run_files(folder: str) -> list:
 
 def _complete(folder: str, label: str, tasks: list, log) -> bool:
     """Whether ``folder`` holds a valid results file of setting ``label`` with every task
-    (and samples for every task that is not a group). Damaged files are reported."""
-    for path in glob.glob(os.path.join(glob.escape(folder), "*", "results_*.json")):
+    (and samples for every task that is not a group). Damaged files are reported; beside a
+    complete run they are moved aside at once (a setting that is not complete runs again,
+    and ``_clear`` moves them then)."""
+    complete, damaged = False, []
+    for path in sorted(glob.glob(os.path.join(glob.escape(folder), "*", "results_*.json"))):
         try:
             rf = read_run_file(path)
         except DriftUsageError as exc:
             log(f"damaged: {exc.message.split('; ')[0]}")
+            damaged.append(path)
             continue
-        if rf.setting == label and all(t in rf.tasks for t in tasks) \
+        if not complete and rf.setting == label and all(t in rf.tasks for t in tasks) \
                 and all(tr.is_group or tr.samples is not None for tr in rf.tasks.values()):
-            return True
-    return False
+            complete = True
+        else:
+            damaged.append(path)
+    if complete:
+        for path in damaged:  # with their samples (same date)
+            date = os.path.basename(path)[len("results_"):-len(".json")]
+            samples = glob.glob(os.path.join(glob.escape(os.path.dirname(path)), f"samples_*_{glob.escape(date)}.jsonl"))
+            for f in [path, *samples]:
+                log(f"moved aside: {os.path.relpath(move_aside(f), os.path.dirname(folder))}")
+    return complete
 
 
 def _clear(folder: str, log) -> None:
@@ -179,6 +191,8 @@ class _Answers:
                 self._storing = None
             for i, a in zip(todo, answers):
                 out[i] = a
+            if self.cache is not None:  # and for a backend without the hook, all of them now
+                self.cache.put([(keys[i], rtype, out[i]) for i in todo if not _sampled(rtype, requests[i].args)])
             return out
         if rtype != CONVERSATION:
             # keep requests that share work together in a chunk: prompt_offsets requests of

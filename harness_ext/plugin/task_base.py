@@ -32,7 +32,8 @@ class YamlTask(ConfigurableTask):
     """A ``ConfigurableTask`` named by ``class: !function ...`` in a task YAML: lm-eval hands
     the whole config, ``class`` entry included, which ``TaskConfig`` does not accept. The
     package version joins the task's metadata (so results files say which version scored
-    them), and generation options are checked before the first request is built."""
+    them), and generation options and, with ``--apply_chat_template``, the model's chat
+template are checked before the first request is built."""
 
     def __init__(self, config=None):
         config = dict(config or {})
@@ -43,6 +44,14 @@ class YamlTask(ConfigurableTask):
     def build_all_requests(self, *args, **kwargs):
         if self.config.generation_kwargs is not None:
             check_generation_kwargs(self.config.generation_kwargs, f"{self.config.task} generation kwargs")
+        template = kwargs.get("chat_template")
+        if kwargs.get("apply_chat_template") and callable(template):
+            try:
+                template([{"role": "user", "content": "?"}])
+            except (ValueError, TypeError) as exc:  # transformers: "tokenizer.chat_template is not set"
+                raise DriftUsageError(f"{self.config.task}: --apply_chat_template needs a model with a chat template "
+                                      f"({str(exc).split('!')[0].split('. ')[0]}): drop it for base models, or use a "
+                                      f"chat model") from None
         return super().build_all_requests(*args, **kwargs)
 
     def request(self, doc, request_type: str, argument, gen_kwargs=None, **kwargs):
