@@ -363,10 +363,6 @@ class Output:
     def root(self) -> str:
         return ", ".join(self.roots)
 
-    @property
-    def manifest(self) -> dict | None:
-        return next(iter(self.manifests.values()), None)
-
     # ------------------------------------------------------------------ access
     @property
     def models(self) -> list:
@@ -395,7 +391,7 @@ class Output:
             return model
         if len(self.models) != 1:
             raise DriftUsageError(f"{self.root} holds results of {len(self.models)} models ({', '.join(self.models)}): "
-                                  f"name the one you mean")
+                                  f"name the one you mean (a gate policy's candidate: or a rule's model:)")
         return self.models[0]
 
     def settings_of(self, model: str | None = None) -> list:
