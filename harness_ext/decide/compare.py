@@ -126,16 +126,16 @@ def judge(c: Comparison, max_regression: float, on: str = "upper", underpowered:
     if math.isnan(observed):  # no interval (a single document): the point estimate
         observed = value
     tol = f"tolerance {max_regression:g}"
-    facts = (f"regression {value:+.4f} (95% CI [{lower:+.4f}, {upper:+.4f}]), n={c.n}, "
-             f"p {c.difference.p_value:.4g} ({c.difference.test}), detectable at 80% power: "
-             f"{'none up to 1' if math.isinf(c.mde) else f'{c.mde:.4f}'}")
+    core = (f"regression {value:+.4f} (95% CI [{lower:+.4f}, {upper:+.4f}]), n={c.n}, "
+            f"p {c.difference.p_value:.4g} ({c.difference.test})")
+    facts = f"{core}, detectable at 80% power: {'none up to 1' if math.isinf(c.mde) else f'{c.mde:.4f}'}"
     if lower > max_regression:
         return Judgement("fail", f"{c.where()}: worse beyond the {tol}: {facts}", c)
     note = ""
     if c.mde > max_regression:
         msg = (f"{c.where()}: underpowered: the smallest regression this sample detects at 80% power is "
                f"{'above 1' if math.isinf(c.mde) else f'{c.mde:.4f}'}, above the {tol}, so a pass would not mean "
-               f"no regression ({facts}); use more documents or a larger tolerance")
+               f"no regression ({core}); use more documents or a larger tolerance")
         if underpowered != "warn":
             return Judgement("underpowered", msg, c)
         note = " [warning: underpowered, the pass or failure rests on too few documents]"
