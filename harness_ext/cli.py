@@ -2,13 +2,16 @@
 
     drift-eval demo          run drift_french_single on the bundled SmolLM2-135M-Instruct
                              through the real ``lm_eval`` command, without and with
-                             compensation, and print lm-eval's results tables
+                             compensation, print lm-eval's results tables, and write the
+                             HTML report comparing them (its path is printed last)
     drift-eval model-path    print the safetensors folder of the bundled demo model
                              (converted from its GGUF file on first use)
     drift-eval position-bias predicted (rollout) vs gradient influence profiles of a model
     drift-eval sweep         lm-eval tasks under several compensation settings, model loaded once
-    drift-eval report        comparison report (HTML / Markdown) of a results folder
+    drift-eval report        comparison report (HTML / Markdown / JSON / CSV) of a results folder
     drift-eval gate          release rules on a results folder (exit 0 pass, 1 fail, 2 unusable)
+    drift-eval compare       a candidate model against a baseline: paired tests, detectable effects
+    drift-eval leaderboard   one ranked row per (model, setting) from lm-eval results
     drift-eval alpha         hidden-state prompt-forgetting exponents per layer
     drift-eval decode        what free generations still carry of the prompt: probe and
                              text decodability per layer and t, language switches
@@ -22,14 +25,62 @@ import shlex
 import subprocess
 import sys
 
-from .errors import DriftUsageError
+from .errors import USAGE_EXIT, DriftUsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the project's error contract: one line, exit status 2."""
+
+    def error(self, message):
+        raise DriftUsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _whole(minimum: int, maximum: int | None = None):
+    """An argparse type: a whole number in ``[minimum, maximum]``."""
+    def parse(text):
+        from .settings import int_option
+
+        try:
+            return int_option("", text, minimum, maximum)
+        except DriftUsageError as exc:
+            raise argparse.ArgumentTypeError(exc.message.strip()) from None
+
+    parse.__name__ = "whole number"
+    return parse
+
+
+def _positive(text):
+    """An argparse type: a finite number > 0."""
+    import math
+
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return v
 
 
 def _demo(args) -> int:
+    import datetime
+
+    from .files import write_text_atomic
     from .plugin.local_models import smollm2_dir
     from .settings import parse_settings
 
     configs = parse_settings(args.settings)  # every entry is checked before the first run
+    if len(configs) < 2:
+        raise DriftUsageError("--settings needs two settings or more: the demo compares them")
+    if args.output:
+        output = os.path.abspath(args.output)
+        if os.path.isdir(output) and os.listdir(output):
+            raise DriftUsageError(f"{output} is not empty: give a new --output folder")
+    else:
+        output = os.path.abspath(os.path.join("drift-demo", datetime.datetime.now().strftime("%Y%m%d-%H%M%S")))
+    report = os.path.join(output, "report.html")
+    write_text_atomic(report, "")  # the folder is writable: found out before the first run
+    os.remove(report)
     model_dir = smollm2_dir()
     status = 0
     for cfg in configs:
@@ -38,14 +89,19 @@ def _demo(args) -> int:
             sys.executable, "-m", "lm_eval", "--model", "hf-drift", "--model_args", model_args,
             "--tasks", args.task, "--apply_chat_template", "--limit", str(args.limit),
             "--gen_kwargs", f"max_gen_toks={args.max_gen_toks}", "--batch_size", str(args.batch_size),
-            "--device", "cpu",
+            "--device", "cpu", "--output_path", os.path.join(output, cfg.folder()), "--log_samples",
         ]
-        if args.output:
-            cmd += ["--output_path", os.path.join(args.output, cfg.folder()), "--log_samples"]
         print(f"\n== compensation {cfg.label()} ==\n$ lm_eval {shlex.join(cmd[3:])}", flush=True)
         rc = subprocess.call(cmd)
-        status = status or rc
-    return status
+        status = status or (1 if rc else 0)  # exit 2 is kept for unusable input to drift-eval itself
+    if status:
+        print(f"drift-eval: a run failed; its output is in {output}", file=sys.stderr)
+        return status
+    from .reports.render import write_report
+
+    print("\nreport comparing the settings (verdict, survival curves, audit strips):")
+    print(write_report(output, report), flush=True)
+    return 0
 
 
 def _model_path(args) -> int:
@@ -264,15 +320,66 @@ def _sweep(args) -> int:
 def _report(args) -> int:
     from .reports.render import write_report
 
-    out = args.output or os.path.join(args.results, "report.html")
-    print(write_report(args.results, out, fmt=args.format, allow_partial=args.partial))
+    out = args.output or os.path.join(args.results[0], "report.html")
+    print(write_report(args.results, out, fmt=args.format, allow_partial=args.partial, policy=args.policy,
+                       baseline=args.baseline))
     return 0
 
 
 def _gate(args) -> int:
     from .decide.gate import run_gate
 
-    return run_gate(args.results, args.policy, junit_xml=args.junit_xml)
+    return run_gate(args.results, args.policy, junit_xml=args.junit_xml, baseline=args.baseline)
+
+
+def _compare(args) -> int:
+    import json
+
+    from .decide.compare import compare_models
+    from .decide.gate import resolve_baseline
+    from .decide.results import load_output
+
+    if args.within:
+        output = load_output(args.within)
+        base, base_model, cand_model = resolve_baseline(output, args.baseline, args.candidate)
+    else:
+        for path in (args.candidate, args.baseline):
+            if not os.path.isdir(path):
+                raise DriftUsageError(f"results folder not found: {path} (to compare two models of one folder, "
+                                      f"pass it with --in)")
+        output, base = load_output(args.candidate), load_output(args.baseline)
+        cand_model, base_model = output.model(None), base.model(None)
+    rows = compare_models(output, base, cand_model, base_model)
+    if not rows:
+        raise DriftUsageError(f"{cand_model} and {base_model} share no setting, task and metric to compare")
+    if args.format == "json":
+        print(json.dumps([{"setting": c.setting, "task": c.task, "metric": c.metric, "candidate": c.candidate,
+                           "baseline": c.baseline, "candidate_value": c.candidate_value,
+                           "baseline_value": c.baseline_value, "difference": c.difference.difference,
+                           "lower": c.difference.lower, "upper": c.difference.upper, "p_value": c.difference.p_value,
+                           "test": c.difference.test, "n": c.n, "verdict": c.difference.verdict,
+                           "mde": None if c.mde == float("inf") else c.mde, "higher_is_better": c.higher_is_better}
+                          for c in rows], indent=2))
+        return 0
+    print(f"candidate {cand_model} against baseline {base_model} (difference = candidate − baseline; "
+          f"MDE: the smallest difference detectable at 80% power)")
+    print(f"{'setting':<12} {'task/metric':<42} {'cand':>7} {'base':>7} {'diff':>8} {'95% CI':>19} {'p':>8} "
+          f"{'n':>4} {'MDE':>6}  reading")
+    for c in rows:
+        d = c.difference
+        ci = "—" if d.lower != d.lower else f"[{d.lower:+.3f}, {d.upper:+.3f}]"
+        mde = "∞" if c.mde == float("inf") else f"{c.mde:.3f}"
+        print(f"{c.setting:<12} {c.task + '/' + c.metric:<42} {c.candidate_value:7.3f} {c.baseline_value:7.3f} "
+              f"{d.difference:+8.3f} {ci:>19} {d.p_value:8.4f} {d.n:4d} {mde:>6}  {d.verdict} ({d.test})")
+    return 0
+
+
+def _leaderboard(args) -> int:
+    from .reports.leaderboard import write_leaderboard
+
+    text = write_leaderboard(args.results, args.output, args.format)
+    print(args.output if args.output else text)
+    return 0
 
 
 def _accessibility(args) -> int:
@@ -320,15 +427,16 @@ def _accessibility(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="drift-eval", description="Instruction-drift evaluation for lm-eval.")
+    p = _Parser(prog="drift-eval", description="Instruction-drift evaluation for lm-eval.")
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="run drift_french_single on the bundled SmolLM2-135M-Instruct")
     d.add_argument("--settings", default="none,log:1", help="comma-separated compensation settings (default: none,log:1)")
     d.add_argument("--task", default="drift_french_single")
-    d.add_argument("--limit", type=int, default=8, help="requests per setting (default 8)")
-    d.add_argument("--max-gen-toks", type=int, default=256, help="forced answer length in tokens (default 256)")
-    d.add_argument("--batch-size", type=int, default=8)
-    d.add_argument("--output", help="also write lm-eval results and samples under this folder")
+    d.add_argument("--limit", type=_whole(1), default=8, help="requests per setting (default 8)")
+    d.add_argument("--max-gen-toks", type=_whole(1), default=256, help="forced answer length in tokens (default 256)")
+    d.add_argument("--batch-size", type=_whole(1), default=8)
+    d.add_argument("--output", help="folder for lm-eval's results and samples and the report (default: "
+                   "drift-demo/<date-time>)")
     d.set_defaults(func=_demo)
     m = sub.add_parser("model-path", help="print the bundled demo model's safetensors folder")
     m.set_defaults(func=_model_path)
@@ -336,9 +444,9 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--model", help="model folder (default: the bundled SmolLM2-135M-Instruct)")
     pb.add_argument("--gguf-file", help="GGUF file inside --model")
     pb.add_argument("--text", help="UTF-8 text to cut into sequences (default: the shipped prose)")
-    pb.add_argument("--length", type=int, default=64, help="tokens per sequence (default 64)")
-    pb.add_argument("--sequences", type=int, default=8, help="number of sequences (default 8)")
-    pb.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    pb.add_argument("--length", type=_whole(2), default=64, help="tokens per sequence (default 64)")
+    pb.add_argument("--sequences", type=_whole(1), default=8, help="number of sequences (default 8)")
+    pb.add_argument("--threads", type=_whole(0), default=0, help="torch threads (default: torch's choice)")
     pb.add_argument("--json", action="store_true", help="print profiles and comparisons as JSON")
     pb.set_defaults(func=_position_bias)
     ac = sub.add_parser("accessibility", help="cramming capacity: n50 against soft-prompt size m, and the bound")
@@ -346,19 +454,19 @@ def build_parser() -> argparse.ArgumentParser:
     ac.add_argument("--gguf-file", help="GGUF file inside --model")
     ac.add_argument("--ms", default="1,2,4", help="soft-vector counts m, comma-separated (default 1,2,4)")
     ac.add_argument("--lengths", default="2,4,8,16", help="target lengths n in tokens, comma-separated (default 2,4,8,16)")
-    ac.add_argument("--strings", type=int, default=4, help="target strings per length (default 4)")
-    ac.add_argument("--max-steps", type=int, default=100, help="optimiser step cap per batch (default 100)")
-    ac.add_argument("--patience", type=int, default=30, help="steps without improvement before a row stops (default 30)")
-    ac.add_argument("--seed", type=int, default=0)
+    ac.add_argument("--strings", type=_whole(1), default=4, help="target strings per length (default 4)")
+    ac.add_argument("--max-steps", type=_whole(1), default=100, help="optimiser step cap per batch (default 100)")
+    ac.add_argument("--patience", type=_whole(1), default=30, help="steps without improvement before a row stops (default 30)")
+    ac.add_argument("--seed", type=_whole(0), default=0)
     ac.add_argument("--targets", default="text", help="text (passages of --text or the shipped prose) or random tokens")
     ac.add_argument("--text", help="UTF-8 text for --targets text (default: the shipped prose)")
-    ac.add_argument("--eps-ratio", type=float, default=2048.0, help="precision eps = r / this (default 2048)")
-    ac.add_argument("--eps", type=float, help="absolute precision eps instead of r / --eps-ratio")
-    ac.add_argument("--radius-sequences", type=int, default=8, help="random-token sequences measuring r (default 8)")
-    ac.add_argument("--radius-length", type=int, default=64, help="their length in tokens (default 64)")
+    ac.add_argument("--eps-ratio", type=_positive, default=2048.0, help="precision eps = r / this (default 2048)")
+    ac.add_argument("--eps", type=_positive, help="absolute precision eps instead of r / --eps-ratio")
+    ac.add_argument("--radius-sequences", type=_whole(1), default=8, help="random-token sequences measuring r (default 8)")
+    ac.add_argument("--radius-length", type=_whole(1), default=64, help="their length in tokens (default 64)")
     ac.add_argument("--anchor", default="bos", help="bos: the tokenizer's BOS (else EOS) token before the "
                     "soft vectors; none: the vectors come first (default bos)")
-    ac.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    ac.add_argument("--threads", type=_whole(0), default=0, help="torch threads (default: torch's choice)")
     ac.add_argument("--json", action="store_true", help="print the whole result as JSON")
     ac.set_defaults(func=_accessibility)
     sw = sub.add_parser("sweep", help="run lm-eval tasks under several compensation settings (model loaded once)")
@@ -369,25 +477,41 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--model-args", default="", help="hf-drift model_args without compensation, e.g. "
                     "pretrained=DIR,dtype=float32 (default: the bundled SmolLM2-135M-Instruct)")
     sw.add_argument("--span", default="system", help="compensation span for every setting: system or prompt")
-    sw.add_argument("--limit", type=float, default=None, help="lm-eval --limit: samples per task")
+    sw.add_argument("--limit", type=_positive, default=None, help="lm-eval --limit: samples per task")
     sw.add_argument("--gen-kwargs", default="", help="lm-eval --gen_kwargs, e.g. max_gen_toks=256")
-    sw.add_argument("--batch-size", type=int, default=8, help="lm-eval batch size (default 8)")
+    sw.add_argument("--batch-size", type=_whole(1), default=8, help="lm-eval batch size (default 8)")
     sw.add_argument("--device", default="cpu", help="torch device (default cpu)")
     sw.add_argument("--metadata", default="", help="lm-eval --metadata JSON, e.g. '{\"num_conversations\": 4}'")
     sw.add_argument("--no-chat-template", action="store_true", help="do not pass --apply_chat_template (base models)")
     sw.add_argument("--no-cache", action="store_true", help="do not cache answers (an interrupted setting restarts)")
     sw.set_defaults(func=_sweep)
-    rp = sub.add_parser("report", help="render the comparison of a results folder as HTML or Markdown")
-    rp.add_argument("results", help="results folder (drift-eval sweep --output, or lm_eval --output_path)")
-    rp.add_argument("-o", "--output", help="report file, .html or .md (default RESULTS/report.html)")
-    rp.add_argument("--format", choices=("html", "md"), help="override the format implied by the file name")
+    rp = sub.add_parser("report", help="render the comparison of a results folder (HTML, Markdown, JSON, CSV)")
+    rp.add_argument("results", nargs="+", help="results folders (drift-eval sweep --output, or lm_eval --output_path)")
+    rp.add_argument("-o", "--output", help="report file, .html, .md, .json or .csv (default: report.html in the "
+                    "first folder)")
+    rp.add_argument("--format", choices=("html", "md", "json", "csv"), help="override the format implied by the file name")
     rp.add_argument("--partial", action="store_true", help="render an unfinished sweep with the settings it has")
+    rp.add_argument("--policy", help="gate policy: its outcome opens the report")
+    rp.add_argument("--baseline", help="baseline results folder, or a model name in RESULTS, to compare against")
     rp.set_defaults(func=_report)
     gt = sub.add_parser("gate", help="check release rules on a results folder: exit 0 pass, 1 fail, 2 unusable input")
     gt.add_argument("results", help="results folder (drift-eval sweep --output, or lm_eval --output_path)")
-    gt.add_argument("--policy", required=True, help="YAML policy: rules of task, metric, setting, on, min/max")
+    gt.add_argument("--policy", required=True, help="YAML policy: rules of task, metric, setting, on, min/max or "
+                    "max_regression")
+    gt.add_argument("--baseline", help="baseline results folder, or a model name in RESULTS (overrides the policy's)")
     gt.add_argument("--junit-xml", help="also write the outcome as JUnit XML to this file")
     gt.set_defaults(func=_gate)
+    cm = sub.add_parser("compare", help="candidate against baseline: paired tests, intervals, detectable effects")
+    cm.add_argument("candidate", help="candidate results folder (or, with --in, a model name)")
+    cm.add_argument("baseline", help="baseline results folder (or, with --in, a model name)")
+    cm.add_argument("--in", dest="within", metavar="DIR", help="one results folder holding both models")
+    cm.add_argument("--format", choices=("text", "json"), default="text")
+    cm.set_defaults(func=_compare)
+    lb = sub.add_parser("leaderboard", help="one row per (model, setting), ranked, ties marked")
+    lb.add_argument("results", nargs="+", help="results folders (sweeps or lm_eval --output_path folders)")
+    lb.add_argument("-o", "--output", help="board.md, board.csv or board.json (default: Markdown to stdout)")
+    lb.add_argument("--format", choices=("md", "csv", "json"), help="override the format implied by the file name")
+    lb.set_defaults(func=_leaderboard)
     al = sub.add_parser("alpha", help="hidden-state prompt-forgetting exponents (alpha, beta) per layer")
     al.add_argument("--model", help="model folder (default: the bundled SmolLM2-135M-Instruct)")
     al.add_argument("--gguf-file", help="GGUF file inside --model")
@@ -395,19 +519,19 @@ def build_parser() -> argparse.ArgumentParser:
     al.add_argument("--prompt-a", help="file with the base prompt x (with --prompt-b; default: the bundled scenes)")
     al.add_argument("--prompt-b", help="file with the variant prompt x'")
     al.add_argument("--axis", default="detail", help="label for the --prompt-a/--prompt-b pair (default detail)")
-    al.add_argument("--scenes", type=int, default=20, help="bundled scenes to use (default 20)")
+    al.add_argument("--scenes", type=_whole(1), default=20, help="bundled scenes to use (default 20)")
     al.add_argument("--axes", default="detail,paraphrase,genre,translation",
                     help="bundled variant axes (default: all four)")
     al.add_argument("--continuations", default="bundled",
                     help="bundled, wikitext (needs the network) or a .jsonl/.txt file (default bundled)")
-    al.add_argument("--n-continuations", type=int, default=16, help="continuations to use (default 16)")
-    al.add_argument("--octaves", type=int, default=7, help="octave windows to fit (default 7: t up to 1024)")
-    al.add_argument("--length", type=int, default=0,
+    al.add_argument("--n-continuations", type=_whole(2), default=16, help="continuations to use (default 16)")
+    al.add_argument("--octaves", type=_whole(2, 12), default=7, help="octave windows to fit (default 7: t up to 1024)")
+    al.add_argument("--length", type=_whole(0), default=0,
                     help="continuation tokens (default: what --octaves needs, 1031 for 7)")
     al.add_argument("--compensation", default="none", help="none, log:S, const:S or head:S (default none)")
-    al.add_argument("--batch-size", type=int, default=8)
-    al.add_argument("--bootstrap-iters", type=int, default=1000, help="bootstrap resamples over scenes (default 1000)")
-    al.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    al.add_argument("--batch-size", type=_whole(1), default=8)
+    al.add_argument("--bootstrap-iters", type=_whole(0), default=1000, help="bootstrap resamples over scenes (default 1000)")
+    al.add_argument("--threads", type=_whole(0), default=0, help="torch threads (default: torch's choice)")
     al.add_argument("--decompose", action="store_true",
                     help="also split each layer's offset into direct (prompt keys) and relay (continuation keys) "
                          "attention paths, residual and MLP, and rebuild alpha from them (eager attention)")
@@ -417,19 +541,19 @@ def build_parser() -> argparse.ArgumentParser:
     dc.add_argument("--model", help="model folder (default: the bundled SmolLM2-135M-Instruct)")
     dc.add_argument("--gguf-file", help="GGUF file inside --model")
     dc.add_argument("--random-init", action="store_true", help="measure the untrained twin (same config, seed 0)")
-    dc.add_argument("--scenes", type=int, default=20, help="bundled scenes to use (default 20)")
+    dc.add_argument("--scenes", type=_whole(1), default=20, help="bundled scenes to use (default 20)")
     dc.add_argument("--axes", default="detail,paraphrase,genre,translation",
                     help="bundled variant axes (default: all four)")
     dc.add_argument("--samples", type=int, default=32, help="trajectories per prompt (default 32)")
     dc.add_argument("--length", type=int, default=512, help="generated tokens per trajectory (default 512)")
     dc.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0)")
-    dc.add_argument("--seed", type=int, default=0)
+    dc.add_argument("--seed", type=_whole(0), default=0)
     dc.add_argument("--folds", type=int, default=5, help="cross-validation folds of the probes (default 5)")
     dc.add_argument("--text-window", type=int, default=64,
                     help="generated tokens up to t in the bag of tokens; 0: all of them (default 64)")
     dc.add_argument("--compensation", default="none", help="none, log:S, const:S or head:S (default none)")
-    dc.add_argument("--batch-size", type=int, default=32, help="trajectories sampled at once (default 32)")
-    dc.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    dc.add_argument("--batch-size", type=_whole(1), default=32, help="trajectories sampled at once (default 32)")
+    dc.add_argument("--threads", type=_whole(0), default=0, help="torch threads (default: torch's choice)")
     dc.add_argument("--output", help="JSON file: every finished scene is written at once and a rerun skips them")
     dc.add_argument("--json", action="store_true", help="print the summaries as JSON")
     dc.set_defaults(func=_decode)
@@ -437,12 +561,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    command = None
     try:
+        args = build_parser().parse_args(argv)
+        command = args.command
         return args.func(args)
     except DriftUsageError as exc:
         print(f"drift-eval: error: {exc.message}", file=sys.stderr)
-        return 2
+        return USAGE_EXIT
+    except KeyboardInterrupt:
+        pass
+    import gc
+
+    gc.collect()  # progress bars held by the interrupted frames close now, before the last line
+    from .decide.sweep import RESUME
+
+    print(f"drift-eval: interrupted{': ' + RESUME if command == 'sweep' else ''}", file=sys.stderr)
+    return 130
 
 
 if __name__ == "__main__":

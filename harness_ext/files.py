@@ -1,60 +1,90 @@
-"""Reading and writing the project's files: one JSON reader, one JSONL reader, atomic
-writes, and the shipped prose. Pure Python, no torch.
+"""Reading and writing the project's files: one text, JSON and JSONL reader, atomic writes,
+moving damaged files aside, a folder lock, and the shipped prose. Pure Python, no torch.
 
 * Writes go to a temporary file in the target's folder, then ``os.replace`` it: a reader
-  sees the old file or the new one, never half of one.
+  sees the old file or the new one, never half of one. A path that cannot be written is
+  one ``DriftUsageError`` line.
 * A cache that several processes may build at once (the ranks of a data-parallel run) is
   built under ``build_lock``: one process builds it, the others wait and then read it.
-* Reads name the file and say what is wrong with it in one ``DriftUsageError`` line (not
-  UTF-8, not JSON, a line that is not an object), never a traceback and never half a file.
+* Reads name the file and say what is wrong with it in one line (a ``DamagedFile`` when
+  the file is there but is not UTF-8, not JSON, not the shape expected, or a folder),
+  never a traceback and never half a file.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
 from contextlib import contextmanager
 
-from .errors import DriftUsageError
+from .errors import DamagedFile, DriftUsageError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+DAMAGED = ".damaged"
+REWRITE = "delete it and rerun what wrote it"
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()
 
 
 # ---------------------------------------------------------------------------- writing
+def _cannot_write(path: str, exc: OSError) -> DriftUsageError:
+    reason = exc.strerror or type(exc).__name__
+    if isinstance(exc, IsADirectoryError) or os.path.isdir(path):
+        reason = "a folder is in the way"
+    return DriftUsageError(f"cannot write {path}: {reason}; give a writable path")
+
+
 @contextmanager
 def atomic_open(path: str, mode: str = "w", encoding: str | None = "utf-8"):
-    """``open`` for writing whose file appears at ``path`` only when the block succeeds."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    """``open`` for writing whose file appears at ``path`` only when the block succeeds
+    (with the permissions a plain ``open`` would give it)."""
+    path = os.path.abspath(path)
+    folder = os.path.dirname(path)
+    try:
+        if os.path.isdir(path):
+            raise IsADirectoryError(errno.EISDIR, "is a folder", path)
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, os.stat(path).st_mode & 0o7777 if os.path.isfile(path) else 0o666 & ~_UMASK)
         os.replace(tmp, path)
-    except BaseException:
+        _sync_folder(folder)
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):
+            raise _cannot_write(path, exc) from None
         raise
 
 
-@contextmanager
-def build_lock(path: str):
-    """Hold an exclusive lock on ``path + ".lock"`` while building ``path``: processes that
-    build the same file (or folder) take turns, so the first builds it and the others, once
-    they hold the lock, find it built. The lock file stays (it is empty)."""
-    import fcntl
-
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(f"{path}.lock", "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+def _sync_folder(folder: str) -> None:
+    """Make a rename in ``folder`` durable (best effort: not every file system allows it)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def write_text_atomic(path: str, text: str) -> str:
@@ -69,44 +99,114 @@ def write_json_atomic(path: str, obj, indent: int | None = None) -> str:
     return path
 
 
+def move_aside(path: str, suffix: str = DAMAGED) -> str:
+    """Rename ``path`` to ``path + suffix`` (``.1``, ``.2``... if taken); returns the new name."""
+    target, i = path + suffix, 0
+    while os.path.lexists(target):
+        i += 1
+        target = f"{path}{suffix}.{i}"
+    os.replace(path, target)
+    return target
+
+
+@contextmanager
+def _locked(path: str, busy: str | None):
+    """Hold an exclusive ``flock`` on the file ``path`` (created, left in place, empty) for
+    the block. ``busy`` None: wait for the holder; otherwise refuse at once with ``busy``."""
+    import fcntl
+
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if busy is None else fcntl.LOCK_NB))
+        except BlockingIOError:
+            raise DriftUsageError(busy) from None
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def build_lock(path: str):
+    """Processes that build the same file or folder ``path`` (the ranks of a data-parallel
+    run) take turns on ``path + ".lock"``: the first builds it, the others, once they hold
+    the lock, find it built."""
+    return _locked(f"{path}.lock", busy=None)
+
+
+def folder_lock(folder: str, what: str):
+    """Hold ``folder`` (a ``.lock`` file in it) for the block; a second holder is refused at
+    once with one line (``what`` names the first one's work)."""
+    return _locked(os.path.join(folder, ".lock"),
+                   busy=f"{folder} is in use by another {what}: wait for it to end, or use another folder")
+
+
 # ---------------------------------------------------------------------------- reading
-def read_text(path: str, what: str = "file") -> str:
-    """The whole of a UTF-8 text file."""
+def read_text(path: str, what: str = "file", remedy: str = REWRITE, max_bytes: int | None = None) -> str:
+    """The whole of a UTF-8 text file. ``remedy`` ends the message of a damaged file."""
+    if os.path.isdir(path):
+        raise DamagedFile(path, f"{path} is a folder where a {what} should be: move it away")
     if not os.path.isfile(path):
         raise DriftUsageError(f"{what} not found: {path}")
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except UnicodeDecodeError as exc:
-        raise DriftUsageError(f"{path} is not UTF-8 text (byte {exc.start}): give a UTF-8 {what}") from None
-
-
-def read_json(path: str, what: str = "file"):
-    """A JSON file; damage is one line naming the file."""
-    text = read_text(path, what)
+        if max_bytes is not None and os.path.getsize(path) > max_bytes:
+            raise DamagedFile(path, f"{path} is larger than {max_bytes} bytes: not a {what}")
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise DriftUsageError(f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
     try:
-        return json.loads(text)
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        cut = " or was cut inside a character" if exc.end >= len(data) - 3 and exc.reason.startswith("unexpected end") \
+            else ""
+        raise DamagedFile(path, f"{path} is not UTF-8 text{cut} (byte {exc.start}): the {what} is damaged; "
+                                f"{remedy}") from None
+
+
+def read_json(path: str, what: str = "file", remedy: str = REWRITE, expect: type | None = None,
+              max_bytes: int | None = None):
+    """A JSON file; damage (or, with ``expect``, a top-level value of another type) is one
+    line naming the file."""
+    text = read_text(path, what, remedy, max_bytes)
+    try:
+        obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DriftUsageError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}): the {what} is "
-                              f"damaged; delete it and rerun what wrote it") from None
+        raise DamagedFile(path, f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}): the {what} is damaged "
+                                f"or was cut short; {remedy}") from None
+    except RecursionError:
+        raise DamagedFile(path, f"{path} nests too deep to be a {what}; {remedy}") from None
+    if expect is not None and not isinstance(obj, expect):
+        raise DamagedFile(path, f"{path} holds a JSON {type(obj).__name__}, not the JSON "
+                                f"{'object' if expect is dict else expect.__name__} of a {what}; {remedy}")
+    return obj
 
 
-def read_jsonl(path: str, what: str = "file", required: tuple = ()) -> list[dict]:
+def read_jsonl(path: str, what: str = "file", required: tuple = (), remedy: str = REWRITE,
+               line_ends: bool = False) -> list[dict]:
     """A JSON-lines file of objects (blank lines skipped), each with the ``required`` keys;
-    damage is one line naming the file and the line."""
+    damage is one line naming the file and the line. ``line_ends``: the last line must end
+    in a newline too (files written a line at a time, where a missing one means cut short)."""
+    text = read_text(path, what, remedy)
     out = []
-    for i, line in enumerate(read_text(path, what).splitlines(), 1):
+    lines = text.split("\n")
+    for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError:
-            raise DriftUsageError(f"{path} line {i} is not valid JSON: the {what} is damaged or was cut short; "
-                                  f"delete it and rerun what wrote it") from None
+        except (json.JSONDecodeError, RecursionError):
+            raise DamagedFile(path, f"{path} line {i} is not valid JSON: the {what} is damaged or was cut short; "
+                                    f"{remedy}") from None
         if not isinstance(obj, dict) or any(k not in obj for k in required):
             need = f" with {', '.join(repr(k) for k in required)} field(s)" if required else ""
-            raise DriftUsageError(f"{path} line {i}: every line of the {what} must be a JSON object{need}")
+            raise DamagedFile(path, f"{path} line {i}: every line of the {what} must be a JSON object{need}; {remedy}")
         out.append(obj)
+    if line_ends and lines[-1].strip():
+        raise DamagedFile(path, f"{path} line {len(lines)} has no line end: the {what} was cut short; {remedy}")
     return out
 
 

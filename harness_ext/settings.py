@@ -100,3 +100,17 @@ def parse_settings(text: str, span: str = "system") -> list[CompensationConfig]:
     if not out:
         raise DriftUsageError("--settings is empty: give e.g. none,log:0.25,const:0.25")
     return out
+
+
+def int_option(name: str, value, minimum: int, maximum: int | None = None) -> int:
+    """An integer option (``--metadata``, task arguments) in ``[minimum, maximum]``; any
+    other value (text, a fraction, a boolean, out of range) is one ``DriftUsageError`` line."""
+    ok = isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(value, float) and value.is_integer():
+        value, ok = int(value), True
+    elif isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        value, ok = int(value), True
+    span = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+    if not ok or value < minimum or (maximum is not None and value > maximum):
+        raise DriftUsageError(f"{name} must be a whole number {span}, got {value!r}")
+    return value

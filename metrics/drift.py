@@ -23,6 +23,8 @@ ECHO_PATTERNS = [
 ]
 _ECHO_RE = [re.compile(p) for p in ECHO_PATTERNS]
 ECHO_NGRAM = 5
+#: metric tokens per segment of a language timeline
+SEGMENT_TOKENS = 128
 
 
 def _ngrams(words: list[str], n: int) -> set[tuple[str, ...]]:
@@ -57,9 +59,45 @@ def drift_onset(timeline: list[str], lang: str = "fr") -> float:
     return 1.0
 
 
-def mean_drift_onset(timelines: list[list[str]]) -> float:
-    """lm-eval aggregation for ``language_timeline``."""
-    return sum(drift_onset(t) for t in timelines) / max(len(timelines), 1)
+def first_foreign(timeline: list[str], lang: str = "fr") -> int | None:
+    """Index of the first known segment not in ``lang`` (0 for an empty timeline: an answer
+    with nothing in ``lang``); None when the answer never left ``lang``."""
+    if not timeline:
+        return 0
+    return next((i for i, seg in enumerate(timeline) if seg != langid.UNKNOWN and seg != lang), None)
+
+
+def survival(timelines: list[list[str]], lang: str = "fr"):
+    """Share of answers still in ``lang`` at each segment, with a 95% band (Kaplan-Meier:
+    an answer that ends before the last segment without leaving ``lang`` is censored
+    there); a ``drift_eval.metrics.stats.Survival``."""
+    from .stats import survival_curve
+
+    return survival_curve([first_foreign(t, lang) for t in timelines], [max(len(t), 1) for t in timelines])
+
+
+class Curve(tuple):
+    """A list-valued aggregate (a JSON array in lm-eval's results file) that prints as one
+    short cell in lm-eval's table."""
+
+    def __str__(self):
+        return f"{len(self)} segments, {self[-1]:.3f} at the end" if self else "no segments"
+
+    def __format__(self, spec):
+        return str(self)
+
+
+def french_survival(timelines: list[list[str]]) -> Curve:
+    """lm-eval aggregation for ``language_timeline``: the share of answers still French at
+    each segment (the survival curve; per-sample timelines stay in the logged samples)."""
+    return Curve(round(v, 6) for v in survival(timelines).estimate)
+
+
+def mean_language_score(scores: list[list[float]]) -> float:
+    """lm-eval aggregation for ``language_scores``: the mean fastText probability of the
+    segments' top language, over every segment of every answer."""
+    flat = [p for row in scores for p in row]
+    return sum(flat) / len(flat) if flat else 0.0
 
 
 #: LCB's text normalisation before splitting into lines (its ``compute_metrics.py``): ASCII
@@ -89,7 +127,7 @@ def _all_french(labels, lang) -> float | None:
     return float(all(k == lang for k in known)) if known else None
 
 
-def score_response(text: str, instruction: str = "", lang: str = "fr", segment_size: int = 128,
+def score_response(text: str, instruction: str = "", lang: str = "fr", segment_size: int = SEGMENT_TOKENS,
                    meta: dict | None = None) -> dict:
     """Every per-sample value of the single-turn task (docs/metrics.md). ``meta``: what the
     backend measured (``drift_eval.plugin.answers``: ``tokens``, ``natural_end``,
@@ -120,5 +158,7 @@ def score_response(text: str, instruction: str = "", lang: str = "fr", segment_s
         "natural_end_share": end / tokens if end is not None and tokens else None,
         "fully_french_before_end": _all_french(before, lang),
         "french_after_end": sum(s == lang for s in after) / len(after) if after else None,
+        "drift_onset": drift_onset(timeline, lang),
         "language_timeline": timeline,
+        "language_scores": [round(x.score, 4) for x in labels],
     }

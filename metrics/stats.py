@@ -89,7 +89,7 @@ def permutation_p(differences, n_resamples: int = N_RESAMPLES, seed: int = SEED)
     from scipy.stats import permutation_test
 
     d = np.asarray(differences, dtype=float)
-    if d.size == 0 or np.all(d == 0):
+    if d.size < 2 or np.all(d == 0):  # one pair: both signs give the same |mean|, p = 1
         return 1.0
     res = permutation_test((d, np.zeros_like(d)), lambda x, y, axis: np.mean(x - y, axis=axis),
                            permutation_type="samples", alternative="two-sided", n_resamples=n_resamples,
@@ -171,3 +171,143 @@ def relative_cost(value: float, baseline: float) -> float:
     if baseline == 0 or not math.isfinite(baseline):
         return math.nan
     return value / baseline - 1.0
+
+
+# ---------------------------------------------------------------------------- power
+POWER = 0.8
+
+
+def mcnemar_power(n: int, discordance: float, effect: float, alpha: float = ALPHA) -> float:
+    """Power of the two-sided exact McNemar test on ``n`` pairs whose share of discordant
+    pairs is ``discordance`` and whose difference of proportions is ``effect`` (a
+    discordant pair goes the effect's way with probability ``(1 + effect/discordance)/2``).
+    With ``m`` discordant pairs the test rejects when the count ``b`` one way has
+    ``2·P(Bin(m, 1/2) <= min(b, m-b)) < alpha``, i.e. ``b <= lo(m)`` or ``b >= m - lo(m)``."""
+    from scipy.stats import binom
+
+    if n <= 0 or discordance <= 0 or effect <= 0:
+        return 0.0
+    q = min(1.0, (1.0 + effect / discordance) / 2.0)
+    m = np.arange(n + 1)
+    lo = binom.ppf(alpha / 2, m, 0.5) - 1  # the largest b with P(Bin(m, 1/2) <= b) < alpha/2 (-1: none)
+    lo = np.where(binom.cdf(lo + 1, m, 0.5) < alpha / 2, lo + 1, lo)  # guard against ppf rounding
+    reject = np.where(lo >= 0, binom.cdf(lo, m, q) + binom.sf(m - lo - 1, m, q), 0.0)
+    return float(np.sum(binom.pmf(m, n, min(1.0, discordance)) * reject))
+
+
+def mde_binary(n: int, discordance: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The smallest difference of proportions that the exact McNemar test detects with
+    probability ``power`` on ``n`` paired 0/1 values, for the observed share of discordant
+    pairs (an effect of size d needs at least d of them discordant, so the share used is
+    ``max(discordance, d)``). ``inf`` when no effect up to 1 reaches that power."""
+    def pw(d):
+        return mcnemar_power(n, max(discordance, d), d, alpha)
+
+    if pw(1.0) < power:
+        return math.inf
+    lo, hi = 0.0, 1.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if pw(mid) >= power else (mid, hi)
+    return hi
+
+
+def mde_mean(n: int, sd: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The smallest mean paired difference that a two-sided one-sample t test (the
+    permutation test's large-sample equivalent) detects with probability ``power`` on ``n``
+    differences of standard deviation ``sd`` (noncentral t)."""
+    from scipy.optimize import brentq
+    from scipy.stats import nct, t
+
+    if n < 2 or not sd > 0:
+        return math.inf if n < 2 else 0.0
+    df = n - 1
+    crit = float(t.ppf(1 - alpha / 2, df))
+
+    def shortfall(d):
+        nc = d * math.sqrt(n) / sd
+        far = float(nct.cdf(-crit, df, nc))  # the wrong-sign rejections: negligible, NaN in scipy's far tail
+        return float(nct.sf(crit, df, nc)) + (far if math.isfinite(far) else 0.0) - power
+
+    hi = sd
+    while shortfall(hi) < 0:
+        hi *= 2
+    return float(brentq(shortfall, 0.0, hi, xtol=1e-6 * sd))
+
+
+def minimum_detectable_effect(setting, baseline, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The minimum detectable effect at ``power`` for these paired values, with the test
+    ``paired_difference`` uses: exact McNemar for 0/1 values (at the observed discordance),
+    else the t approximation of the paired permutation test (at the observed standard
+    deviation of the differences; when every difference is 0, at the baseline values'
+    standard deviation, as if the pairs were correlated 0.5)."""
+    x = np.asarray(setting, dtype=float)
+    y = np.asarray(baseline, dtype=float)
+    n = int(x.size)
+    if is_binary(x) and is_binary(y):
+        return mde_binary(n, float(np.mean(x != y)) if n else 0.0, alpha, power)
+    d = x - y
+    sd = float(np.std(d, ddof=1)) if n > 1 else 0.0
+    if sd == 0 and n > 1:
+        sd = float(np.std(y, ddof=1))
+    return mde_mean(n, sd, alpha, power)
+
+
+def mde_from_errors(stderr: float, base_stderr: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """Minimum detectable effect of the z test on two independent standard errors."""
+    from scipy.stats import norm
+
+    se = math.sqrt(float(stderr) ** 2 + float(base_stderr) ** 2)
+    return float((norm.ppf(1 - alpha / 2) + norm.ppf(power)) * se)
+
+
+# ---------------------------------------------------------------------------- survival
+@dataclass(frozen=True)
+class Survival:
+    """Share of answers still in the language at each segment (0-based), with a 95% band."""
+    estimate: list
+    lower: list
+    upper: list
+    at_risk: list
+
+
+def survival_curve(onsets, lengths, confidence: float = CONFIDENCE) -> Survival:
+    """Kaplan-Meier estimate of P(first foreign segment > k) for k = 0..max(lengths)-1.
+
+    ``onsets[i]``: index of answer i's first segment in another language, or None when it
+    never left (then it is censored after ``lengths[i]`` segments, its length). Without
+    censoring up to k, the estimate is a plain proportion and its band the Wilson interval;
+    otherwise scipy's Kaplan-Meier (``scipy.stats.ecdf``) with the log-log band."""
+    from scipy.stats import CensoredData, ecdf
+
+    onsets = list(onsets)
+    lengths = [int(n) for n in lengths]
+    horizon = max(lengths, default=0)
+    if not onsets or horizon == 0:
+        return Survival([], [], [], [])
+    events = [float(o) for o in onsets if o is not None]
+    censored = [float(n - 1) for o, n in zip(onsets, lengths) if o is None]
+    ks = np.arange(horizon)
+    if events:
+        res = ecdf(CensoredData(uncensored=events, right=censored))
+        est = res.sf.evaluate(ks)
+        band = res.sf.confidence_interval(confidence, method="log-log")
+        lo, hi = band.low.evaluate(ks), band.high.evaluate(ks)
+    else:
+        est, lo, hi = np.ones(horizon), np.full(horizon, np.nan), np.full(horizon, np.nan)
+    estimate, lower, upper, at_risk = [], [], [], []
+    for k in ks:
+        risk = sum(1 for o, n in zip(onsets, lengths) if (o >= k if o is not None else n > k))
+        alive = sum(1 for o, n in zip(onsets, lengths) if o is None or o > k)
+        uncensored_so_far = all(o is not None and o <= k or n > k for o, n in zip(onsets, lengths))
+        if uncensored_so_far:  # every answer observed through segment k: a proportion
+            total = len(onsets)
+            lw, up = wilson_interval(alive, total, confidence)
+            estimate.append(alive / total)
+        else:
+            estimate.append(float(est[k]))
+            lw, up = float(lo[k]), float(hi[k])
+        lower.append(lw)
+        upper.append(up)
+        at_risk.append(risk)
+    return Survival(estimate, lower, upper, at_risk)

@@ -1,6 +1,7 @@
-"""Inline SVG line plots for the comparison report: no scripts, no external assets.
-
-Every text that goes into the SVG (titles, axis and series names) is escaped.
+"""SVG plots for the comparison report: line plots with interval bands, and audit strips
+(one coloured cell per answer segment, its language and probability in a ``<title>``
+tooltip). No scripts, no external assets; every text that goes into the SVG (titles, axis
+and series names, languages) is escaped.
 """
 from __future__ import annotations
 
@@ -30,8 +31,10 @@ def _fmt(v: float) -> str:
 
 
 def line_plot(series: dict, title: str, x_label: str, y_label: str, y_range=None, width: int = 600,
-              height: int = 300, markers: bool = True) -> Markup:
-    """``series``: name -> list of (x, y). Points with a non-finite y are skipped."""
+              height: int = 300, markers: bool = True, bands: dict | None = None) -> Markup:
+    """``series``: name -> list of (x, y). Points with a non-finite y are skipped.
+    ``bands``: name -> list of (x, low, high), drawn as a shaded area behind that series
+    (points without a finite interval are left out)."""
     pts = {name: [(float(x), float(y)) for x, y in xy if y is not None and math.isfinite(float(y))]
            for name, xy in series.items()}
     pts = {k: v for k, v in pts.items() if v}
@@ -75,6 +78,13 @@ def line_plot(series: dict, title: str, x_label: str, y_label: str, y_range=None
                  f'transform="rotate(-90 14 {top + ph / 2:.1f})">{escape(y_label)}</text>')
     for i, (name, xy) in enumerate(pts.items()):
         color = PALETTE[i % len(PALETTE)]
+        band = [(float(x), float(lo), float(hi)) for x, lo, hi in (bands or {}).get(name, [])
+                if lo is not None and hi is not None and math.isfinite(float(lo)) and math.isfinite(float(hi))]
+        if len(band) > 1:
+            outline = [(x, hi) for x, _, hi in band] + [(x, lo) for x, lo, _ in reversed(band)]
+            parts.append(f'<polygon fill="{color}" fill-opacity="0.15" stroke="none" class="band" '
+                         f'points="{" ".join(f"{sx(x):.1f},{sy(min(max(y, y0), y1)):.1f}" for x, y in outline)}">'
+                         f'<title>{escape(name)}: 95% interval</title></polygon>')
         path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in xy)
         parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{path}"/>')
         if markers and len(xy) <= 40:
@@ -86,5 +96,44 @@ def line_plot(series: dict, title: str, x_label: str, y_label: str, y_range=None
     if not pts:
         parts.append(f'<text x="{left + pw / 2:.1f}" y="{top + ph / 2:.1f}" text-anchor="middle" '
                      f'font-size="12">no data</text>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+LANGUAGE_COLOURS = {"fr": "#2ca02c", "en": "#d62728", "unknown": "#d9d9d9"}
+OTHER_LANGUAGE = "#ff7f0e"
+CELL, GAP = 14, 2
+
+
+def _cells(cells: list, y: int = 0, x0: int = 0) -> list:
+    parts = []
+    for k, (lang, prob) in enumerate(cells):
+        colour = LANGUAGE_COLOURS.get(lang, OTHER_LANGUAGE)
+        p = "" if not isinstance(prob, (int, float)) else f", fastText probability {float(prob):.2f}"
+        parts.append(f'<rect x="{x0 + k * (CELL + GAP)}" y="{y}" width="{CELL}" height="{CELL}" fill="{colour}">'
+                     f'<title>segment {k + 1}: {escape(str(lang))}{p}</title></rect>')
+    return parts
+
+
+def strip(cells: list) -> Markup:
+    """One answer's segments: ``cells`` is a list of (language, probability or None)."""
+    width = max(1, len(cells)) * (CELL + GAP)
+    return Markup(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{CELL}" '
+                  f'viewBox="0 0 {width} {CELL}" role="img" class="strip">' + "".join(_cells(cells)) + "</svg>")
+
+
+def strips(rows: list, title: str) -> Markup:
+    """Several answers' strips in one SVG: ``rows`` is a list of (label, cells)."""
+    label_w, top = 70, 24
+    width = label_w + max([len(c) for _, c in rows] or [1]) * (CELL + GAP) + 10
+    height = top + len(rows) * (CELL + GAP) + 8
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}" class="plot">',
+             f'<title>{escape(title)}</title>',
+             f'<text x="0" y="14" font-size="12" font-weight="bold">{escape(title)}</text>']
+    for i, (label, cells) in enumerate(rows):
+        y = top + i * (CELL + GAP)
+        parts.append(f'<text x="0" y="{y + CELL - 3}" font-size="11">{escape(str(label))}</text>')
+        parts += _cells(cells, y, label_w)
     parts.append("</svg>")
     return Markup("".join(parts))

@@ -4,6 +4,7 @@ Each folder holds the task YAML files, its data, a ``data.py`` loader for code o
 task (the one way in), a ``utils.py`` that lm-eval loads from the YAML, and a README.
 """
 import os
+import re
 
 
 def task_folder() -> str:
@@ -14,9 +15,12 @@ def task_folder() -> str:
 def metric_catalogue() -> dict:
     """``{task: {metric: {"higher_is_better": bool | None, "report": str | None}}}`` from
     every task YAML's ``metric_list`` (``include:`` followed), in file order. ``report`` is
-    the YAML's hint for reports: ``key`` (compared between runs and shown first) or
-    ``summary`` (also in the summary table). Groups are listed with their
-    ``aggregate_metric_list``. Reads YAML only; imports neither lm-eval nor torch."""
+    the YAML's hint for reports: ``key`` (compared between runs), ``summary`` (also in the
+    summary table and the leaderboard), ``curve`` (drawn, not tabled), ``timeline`` (a
+    per-sample list of segment languages: survival curves and audit strips) or
+    ``confidence`` (the per-sample list of those languages' probabilities). Groups are
+    listed with their ``aggregate_metric_list``. Reads YAML only; imports neither lm-eval
+    nor torch."""
     import glob
 
     import yaml
@@ -45,3 +49,19 @@ def metric_catalogue() -> dict:
             out[name] = {e["metric"]: {"higher_is_better": e.get("higher_is_better"), "report": e.get("report")}
                          for e in entries if isinstance(e, dict) and isinstance(e.get("metric"), str)}
     return out
+
+
+#: per-layer fits (``alpha_l07``...) and per-turn rates (``french_turn_3``): metric families
+#: that reports draw as curves, whatever their YAML hint
+LAYER_METRIC = re.compile(r"^(alpha|beta)_l(\d{2,3})$")
+FRENCH_TURN = re.compile(r"^french_turn_(\d+)$")
+
+
+def hinted(catalogue: dict, task: str, *hints) -> list:
+    """Metrics of ``task`` whose ``report`` hint is one of ``hints``, in YAML order."""
+    return [m for m, info in catalogue.get(task, {}).items() if info["report"] in hints]
+
+
+def is_curve(catalogue: dict, task: str, metric: str) -> bool:
+    """Per-turn and per-layer metrics: drawn as curves, not listed in tables."""
+    return (catalogue.get(task, {}).get(metric) or {}).get("report") == "curve" or bool(LAYER_METRIC.match(metric))

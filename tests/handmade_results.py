@@ -2,15 +2,20 @@
 pytest-plugin tests. Same files and keys as lm-eval writes (results_<date>.json,
 samples_<task>_<date>.jsonl), so the one loader reads them like real runs.
 
-Known answers:
+Known answers (``write_output``, one model, ``tiny`` by default):
 * drift_french_single, 20 docs: ``none`` fully French on docs 0-9 (10/20), ``log:0.25`` on
   all 20 (ten 0 -> 1 flips: exact McNemar p = 2/1024, significant), ``const:0.25`` on docs
-  0-11 (two flips: p = 0.5, trend).
-* doc 10's ``none`` answer (a drifted one, shown as an excerpt) carries ``<script>`` markup
-  that must stay inert text.
+  0-11 (two flips: p = 0.5, trend). ``french_shift`` moves every count down (a worse model).
+  Language timelines of 4 segments: a French doc stays French; a drifted doc ``d`` leaves
+  at segment ``d % 3`` (0-based), doc 10 at once.
+* doc 10's ``none`` answer (a drifted one, shown as an excerpt and in the audit strip)
+  carries ``<script>`` markup that must stay inert text.
 * drift_french_multiturn (4 conversations): French rate per turn falls under ``none``.
 * drift_alpha_detail: alpha_l00..alpha_l03; drift_ppl: perplexity 10 / 11 / 12.5
   (cost +10% and +25%); accessibility: unknown float metrics; position_bias: profiles.
+
+``write_task_run`` writes one task of one model with given per-sample values (planted
+regressions).
 """
 import json
 import os
@@ -40,20 +45,24 @@ def _single_samples(label, french_docs):
     for d in range(N_SINGLE):
         ff = 1.0 if d < french_docs else 0.0
         text = "Bonjour, voici la réponse en français. " * 3 if ff else "Hello, this answer drifted into English."
+        onset = None if ff else (0 if d == 10 else d % 3)
         if label == "none" and d == 10:
             text = "Here is the answer " + INJECTED + " end."
+        timeline = ["fr"] * 4 if onset is None else ["fr"] * onset + ["en"] * (4 - onset)
         out.append({"doc_id": d, "doc": {"id": f"req{d:02d}"}, "target": "", "resps": [[text]],
-                    "filtered_resps": [text], "filter": "none",
-                    "metrics": ["fully_french", "echo_rate", "french_fraction", "drift_score"],
+                    "filtered_resps": [text], "filter": "none", "doc_hash": f"hash-req{d:02d}",
+                    "metrics": ["fully_french", "echo_rate", "french_fraction", "drift_score", "drift_onset",
+                                "language_timeline", "language_scores"],
                     "fully_french": ff, "french_fraction": ff, "echo_rate": 1.0 if (label == "none" and d == 19) else 0.0,
-                    "drift_score": ff})
+                    "drift_score": ff, "drift_onset": 1.0 if onset is None else onset / 4,
+                    "language_timeline": timeline, "language_scores": [0.9 - 0.1 * k for k in range(4)]})
     return out
 
 
 def _conv_samples(label):
     out = []
     for d in range(N_CONV):
-        s = {"doc_id": d, "doc": {"id": f"conv{d}"}, "filter": "none"}
+        s = {"doc_id": d, "doc": {"id": f"conv{d}"}, "filter": "none", "doc_hash": f"hash-conv{d}"}
         turns = []
         for t in range(1, 9):
             fr = 0.0 if (label == "none" and t > 4 + d) else 1.0
@@ -82,20 +91,21 @@ def _task_block(name, samples, metrics):
 
 
 def write_output(root, settings=("none", "log:0.25", "const:0.25"), date="2026-01-01T00-00-00.000000",
-                 with_samples=True):
-    """Write the folder; returns its path."""
+                 with_samples=True, model="tiny", french_shift=0):
+    """Write the folder (for several models, call it once per model); returns its path."""
     os.makedirs(root, exist_ok=True)
     for label in settings:
         cfg = SETTINGS[label]
-        folder = os.path.join(root, label.replace(":", "_"), "__models__tiny")
+        folder = os.path.join(root, label.replace(":", "_"), f"__models__{model}")
         os.makedirs(folder, exist_ok=True)
-        single = _single_samples(label, cfg["french_docs"])
+        single = _single_samples(label, cfg["french_docs"] - french_shift)
         conv = _conv_samples(label)
         conv_metrics = [f"french_turn_{t}" for t in range(1, 9)] + ["all_turns_french", "last3_french",
                                                                     "mean_words", "drift_score"]
         results = {
             "drift_french_single": _task_block("drift_french_single", single,
-                                               ["fully_french", "french_fraction", "echo_rate", "drift_score"]),
+                                               ["fully_french", "french_fraction", "echo_rate", "drift_score",
+                                                "drift_onset"]),
             "drift_french_multiturn": _task_block("drift_french_multiturn", conv, conv_metrics),
             "drift_alpha_detail": {"alias": "drift_alpha_detail", "alpha,none": cfg["alpha"],
                                    "alpha_stderr,none": 0.05, "alpha_se,none": 0.05,
@@ -120,16 +130,49 @@ def write_output(root, settings=("none", "log:0.25", "const:0.25"), date="2026-0
             "higher_is_better": {"drift_french_single": {"fully_french": True, "echo_rate": False},
                                  "drift_french": {"drift_score": True}},
             "n-samples": {"drift_french_single": {"original": 36, "effective": N_SINGLE},
-                          "drift_french_multiturn": {"original": 32, "effective": N_CONV}},
-            "config": {"model": "hf-drift", "model_args": {"pretrained": "/models/tiny",
+                          "drift_french_multiturn": {"original": 32, "effective": N_CONV},
+                          **{t: {"original": 1, "effective": 1}
+                             for t in ("drift_alpha_detail", "drift_ppl", "accessibility", "position_bias")}},
+            "config": {"model": "hf-drift", "model_args": {"pretrained": f"/models/{model}",
                                                            "compensation": cfg["compensation"],
-                                                           "strength": cfg["strength"]}},
+                                                           "strength": cfg["strength"]},
+                       "model_revision": "main", "gen_kwargs": {"max_gen_toks": 64}, "random_seed": 0,
+                       "numpy_seed": 1234, "torch_seed": 1234, "fewshot_seed": 1234},
+            "lm_eval_version": "0.4.13", "git_hash": "abc1234", "date": 1767225600.0,
         }
         with open(os.path.join(folder, f"results_{date}.json"), "w", encoding="utf-8") as fh:
             json.dump(doc, fh)
-        if with_samples:
-            for task, samples in (("drift_french_single", single), ("drift_french_multiturn", conv)):
+        if with_samples:  # lm-eval logs every task; the measurement tasks' lines here carry no metric values
+            measured = [{"doc_id": 0, "doc": {}, "target": "", "resps": [["{}"]], "filtered_resps": ["{}"],
+                         "filter": "none"}]
+            tasks = [("drift_french_single", single), ("drift_french_multiturn", conv)]
+            tasks += [(t, measured) for t in ("drift_alpha_detail", "drift_ppl", "accessibility", "position_bias")]
+            for task, samples in tasks:
                 with open(os.path.join(folder, f"samples_{task}_{date}.jsonl"), "w", encoding="utf-8") as fh:
                     for s in samples:
                         fh.write(json.dumps(s, ensure_ascii=False) + "\n")
     return str(root)
+
+
+def write_task_run(root, model, values, setting="none", task="drift_french_single", metric="fully_french",
+                   date="2026-02-01T00-00-00.000000"):
+    """One run of one task whose per-sample ``metric`` values are ``values`` (doc i gets
+    ``values[i]``), in ``root/<model>/``; returns the folder."""
+    cfg = {lab: c for lab, c in SETTINGS.items()}[setting]
+    folder = os.path.join(root, model)
+    os.makedirs(folder, exist_ok=True)
+    samples = [{"doc_id": i, "doc": {"id": f"req{i:02d}"}, "doc_hash": f"hash-req{i:02d}", "filter": "none",
+                "resps": [["Bonjour." if v else "Hello."]], "filtered_resps": ["Bonjour." if v else "Hello."],
+                metric: float(v)} for i, v in enumerate(values)]
+    doc = {"results": {task: _task_block(task, samples, [metric])},
+           "configs": {task: {}}, "higher_is_better": {task: {metric: True}},
+           "n-samples": {task: {"original": len(values), "effective": len(values)}},
+           "config": {"model": "hf-drift", "model_args": {"pretrained": f"/models/{model}",
+                                                          "compensation": cfg["compensation"],
+                                                          "strength": cfg["strength"]}}}
+    with open(os.path.join(folder, f"results_{date}.json"), "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+    with open(os.path.join(folder, f"samples_{task}_{date}.jsonl"), "w", encoding="utf-8") as fh:
+        for s in samples:
+            fh.write(json.dumps(s) + "\n")
+    return folder

@@ -1,6 +1,6 @@
 import pytest
 
-from drift_eval.metrics import drift, langid
+from drift_eval.metrics import drift, langid, stats
 from drift_eval.tasks.drift_french.data import system_prompt
 
 FR = "Le chat dort paisiblement sur le canapé pendant que la pluie tombe sur la ville. "
@@ -68,7 +68,35 @@ def test_drift_onset_and_its_aggregation():
     assert drift.drift_onset(["fr", u, "en", "fr"]) == 0.5
     assert drift.drift_onset([u, "fr"]) == 1.0
     assert drift.drift_onset([]) == 0.0
-    assert drift.mean_drift_onset([["fr"], ["en", "fr"]]) == 0.5
+    assert [drift.first_foreign(t) for t in (["fr", "fr"], ["fr", u, "en"], [], [u, u])] == [None, 2, 0, None]
+
+
+def test_the_survival_curve_of_forced_length_answers_is_a_proportion_per_segment():
+    # 10 answers of 4 segments: 1 never French, 2 leave at segment 2, 1 at segment 4, 6 stay
+    timelines = [["en"] * 4] + [["fr", "en", "en", "en"]] * 2 + [["fr", "fr", "fr", "de"]] + [["fr"] * 4] * 6
+    sv = drift.survival(timelines)
+    assert sv.estimate == pytest.approx([0.9, 0.7, 0.7, 0.6])
+    assert (sv.lower[1], sv.upper[1]) == pytest.approx(stats.wilson_interval(7, 10))
+    assert sv.at_risk == [10, 9, 7, 7]
+    agg = drift.french_survival(timelines)
+    assert list(agg) == pytest.approx([0.9, 0.7, 0.7, 0.6]) and str(agg) == "4 segments, 0.600 at the end"
+
+
+def test_the_survival_curve_censors_answers_that_end_early():
+    # Kaplan-Meier by hand: A leaves at segment 2 (index 1), B ends French after 2 segments,
+    # C stays French through 4, D leaves at segment 4: S = 1, 0.75, 0.75, 0.375
+    timelines = [["fr", "en", "en", "en"], ["fr", "fr"], ["fr"] * 4, ["fr", "fr", "fr", "en"]]
+    sv = drift.survival(timelines)
+    assert sv.estimate == pytest.approx([1.0, 0.75, 0.75, 0.375])
+    assert sv.lower[3] < 0.375 < sv.upper[3]
+
+
+def test_segment_scores_are_logged_beside_the_timeline():
+    s = drift.score_response(FR * 20 + EN * 20, INSTRUCTION, segment_size=64)
+    assert len(s["language_scores"]) == len(s["language_timeline"])
+    assert all(0.5 < p <= 1.0 for p in s["language_scores"])
+    assert s["drift_onset"] == drift.drift_onset(s["language_timeline"])
+    assert drift.mean_language_score([[0.5, 1.0], [0.75]]) == pytest.approx(0.75)
 
 
 

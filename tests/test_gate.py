@@ -139,7 +139,8 @@ def test_missing_metric(drift_results):
 def test_pytest_plugin_gates_as_ordinary_tests(handmade, pytester):
     pytester.makepyfile(test_release=GATE_TESTS)
     r = pytester.runpytest("--drift-results", handmade, "-p", "no:cacheprovider")
-    r.assert_outcomes(passed=2, failed=3)
+    r.assert_outcomes(passed=2, failed=2, errors=1)  # a metric that is not there is unusable input: an error
+    assert r.ret == 2
     text = r.stdout.str()
     assert ("drift_french_single/fully_french under none: lower 95% bound 0.2993 < min 0.8 "
             "(value 0.5000, 95% CI [0.2993, 0.7007], n=20)") in text
@@ -149,7 +150,12 @@ def test_pytest_plugin_gates_as_ordinary_tests(handmade, pytester):
 
     r = pytester.runpytest("-p", "no:cacheprovider")  # option missing: the gates error, they do not pass
     r.assert_outcomes(errors=5)
-    assert "needs --drift-results OUT_DIR" in r.stdout.str()
+    assert "needs --drift-results OUT_DIR" in r.stdout.str() and r.ret == 2
+
+    pytester.makepyfile(test_release=GATE_TESTS.split("def test_missing_metric")[0])
+    r = pytester.runpytest("--drift-results", handmade, "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=2, failed=2)
+    assert r.ret == 1  # failures alone: exit 1, as drift-eval gate
 
 
 @pytest.mark.slow

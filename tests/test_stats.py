@@ -80,3 +80,8 @@ def test_difference_from_standard_errors_known_answer():
     assert d.verdict == "significant" and d.n == 20
     assert stats.difference_from_errors(0.45, 0.1, 0.4, 0.1).verdict == "trend"
     assert stats.difference_from_errors(0.4, 0.0, 0.4, 0.0).verdict == "no difference"
+
+
+def test_a_single_pair_is_never_significant():
+    d = stats.paired_difference([0.7], [0.2])
+    assert d.p_value == 1.0 and d.test == "paired permutation" and d.verdict == "trend" and d.n == 1

@@ -40,29 +40,34 @@ def _write(root):
 
 def test_panels_hold_the_figures_next_to_the_published_ones(tmp_path):
     ctx = build_context(load_output(_write(str(tmp_path / "out"))))
-    [dec] = ctx["decode_panels"]
+    sections = {sec["id"]: sec for sec in ctx["sections"]}
+    [dec] = sections["decodability"]["panels"]
     [row] = dec["rows"]
     assert row["axis"] == "translation" and row["t"] == 64 and row["best_layer"] == 1
     assert (row["lower"], row["upper"]) == pytest.approx(stats.wilson_interval(1040, 1280))
     assert "0.81 (Qwen2.5-0.5B), 0.84 (Pythia-160m)" in row["published"]
     assert "4–11 of 32" in dec["switches_published"]
-    [rel] = ctx["relay_panels"]
+    [rel] = sections["direct-relay"]["panels"]
     rows = {r["axis"]: r for r in rel["rows"]}
     assert rows["detail"]["within"] and not rows["translation"]["within"]
     html = render(load_output(str(tmp_path / "out")), "html")
     assert 'id="decodability"' in html and 'id="direct-relay"' in html
     assert "0.812 [0.790, 0.833]" in html and "<svg" in html
+    exported = {(r["task"], r["metric"], r["statistic"]): r["value"] for r in ctx["records"]}
+    assert exported[("drift_decode_translation", "hidden_accuracy", "layer 1, t=32")] == 0.9
+    assert exported[("drift_alpha_detail", "alpha_predicted", "value")] == 0.57
     assert "<td>1</td><td>0.500 [0.473, 0.527]</td><td>0.900 [0.882, 0.915]</td>" in html  # layer 1, every t
     md = render(load_output(str(tmp_path / "out")), "md")
     assert "## What free generation still carries (decodability)" in md
     assert "| detail | 0.550 | 0.570 | 0.040 | 0.900 | 0.300 | 0.250 | yes |" in md
     assert "| translation | 0.450 | 0.600 | 0.150 | — | — | — | no |" in md
     assert "| 0 | 0.500 [0.473, 0.527] | 0.700 [0.674, 0.724] | 0.812 [0.790, 0.833] |" in md
+    assert "](plots/" in md and "<svg" not in md  # curves as separate files (GitHub strips inline SVG)
 
 
 def test_no_panels_without_their_tasks(tmp_path):
     from handmade_results import write_output
 
     ctx = build_context(load_output(write_output(str(tmp_path / "out"), settings=("none",))))
-    assert ctx["decode_panels"] == [] and ctx["relay_panels"] == []
+    assert not {"decodability", "direct-relay"} & {sec["id"] for sec in ctx["sections"]}
     assert 'id="decodability"' not in render(load_output(str(tmp_path / "out")), "html")

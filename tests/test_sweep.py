@@ -48,9 +48,11 @@ def test_sweep_writes_standard_results_per_setting(real_sweep):
 @pytest.mark.slow
 def test_sweep_resumes_without_recomputing(real_sweep, smollm2_dir, tmp_path):
     """Simulated interruption: log:1 lost its results, and its cache lost one conversation
-    (as if the run stopped before that batch). Only that conversation is generated again."""
+    (as if the run stopped before that batch). Only that conversation is generated again,
+    and the setting's left-over samples files are moved aside."""
+    import sqlite3
+
     from lm_eval.api.model import hash_args
-    from sqlitedict import SqliteDict
 
     from drift_eval.decide.sweep import run_sweep
 
@@ -59,16 +61,14 @@ def test_sweep_resumes_without_recomputing(real_sweep, smollm2_dir, tmp_path):
     before = {}
     for path in _files(out, "log_1", "samples_*.jsonl"):
         task = os.path.basename(path).split("_2")[0][len("samples_"):]
-        before[task] = [json.loads(x)["resps"] for x in open(path)]
-        os.remove(path)
+        before[task] = [json.loads(x)["resps"] for x in open(path)]  # kept: as if killed before the results
     [res_file] = _files(out, "log_1", "results_*.json")
     os.remove(res_file)
     conv = json.loads(open(_files(real_sweep["dir"], "log_1", "samples_drift_french_multiturn_fixed_*.jsonl")[0]).readline())
     args = conv["arguments"]["gen_args_0"]
     key = hash_args("generate_conversation", (args["arg_0"], args["arg_1"]))
-    with SqliteDict(str(out / "log_1" / "cache" / "requests_rank0.db"), autocommit=True) as db:
-        assert key in db
-        del db[key]
+    with sqlite3.connect(out / "log_1" / "cache" / "answers.sqlite") as db:
+        assert db.execute("DELETE FROM answers WHERE key = ?", (key,)).rowcount == 1
 
     lines = []
     opts = dict(zip(REAL_SWEEP_ARGS[::2], REAL_SWEEP_ARGS[1::2]))
@@ -80,6 +80,7 @@ def test_sweep_resumes_without_recomputing(real_sweep, smollm2_dir, tmp_path):
     assert "[1/2] none: results present, skipped" in text
     # 2 answers + 2 conversations + 1 measurement: only the deleted conversation runs again
     assert "requests answered by the model: 1, from the cache: 4" in text, text
+    assert "moved aside: log_1/" in text
     for task, resps in before.items():
         [path] = _files(out, "log_1", f"samples_{task}_*.jsonl")
         assert [json.loads(x)["resps"] for x in open(path)] == resps

@@ -56,17 +56,44 @@ def model_fingerprint(model) -> str:
     return h.hexdigest()[:20]
 
 
+def _cached_gammas(path: str):
+    """The cached strengths, or None when the file is damaged: it is then moved aside (with a
+    warning) and the calibration runs again."""
+    import logging
+    import math
+
+    from ..errors import DriftUsageError
+    from ..files import move_aside, read_json
+
+    try:
+        gamma = read_json(path, "calibration cache", expect=dict).get("gamma")
+        ok = isinstance(gamma, list) and gamma and all(
+            isinstance(row, list) and len(row) == len(gamma[0]) and row and all(
+                isinstance(g, (int, float)) and not isinstance(g, bool) and math.isfinite(g) for g in row)
+            for row in gamma)
+    except DriftUsageError:
+        ok = False
+    if ok:
+        return torch.tensor(gamma, dtype=torch.float32)
+    moved = move_aside(path)
+    logging.getLogger("lm_eval_drift").warning("calibration cache %s is damaged: moved aside to %s; calibrating "
+                                               "again", path, os.path.basename(moved))
+    return None
+
+
 def head_gammas(model, tokenizer, use_cache: bool = True) -> torch.Tensor:
     """(layers, heads) per-head strengths for ``model``; computed once, then cached."""
-    from ..files import build_lock, read_json
+    from ..files import build_lock
     from ..plugin.local_models import cache_dir
 
     path = os.path.join(cache_dir("head_calibration"), model_fingerprint(model) + ".json")
     if not use_cache:
         return _measure(model, tokenizer, path=None)
     with build_lock(path):  # the ranks of a data-parallel run: one measures, the others wait and read
-        if os.path.isfile(path):
-            return torch.tensor(read_json(path)["gamma"], dtype=torch.float32)
+        if os.path.lexists(path):
+            cached = _cached_gammas(path)
+            if cached is not None:
+                return cached
         return _measure(model, tokenizer, path)
 
 

@@ -5,6 +5,9 @@
 gives the session fixture ``drift_results`` (a ``DriftResults``) over the results folder
 (one loader with ``drift-eval report`` and ``drift-eval gate``)::
 
+    def test_no_regression_against_the_last_release(drift_results):
+        drift_results.compare_to("releases/1.2/", "drift_french_single", "fully_french", max_regression=0.05)
+
     def test_french_holds_without_compensation(drift_results):
         drift_results.expect("drift_french_single", "fully_french", setting="none", on="lower", min=0.8)
 
@@ -12,12 +15,21 @@ gives the session fixture ``drift_results`` (a ``DriftResults``) over the result
         d = drift_results.compare("drift_french_single", "fully_french", "log:0.25")
         assert d.difference >= 0, d
 
-A test that uses the fixture fails (one line) when ``--drift-results`` is missing or the
-folder is unusable. Importing this module costs nothing: the loader is imported on use.
+Unusable input (no ``--drift-results``, a damaged or partial folder, a task, metric or
+setting that is not in the results) is reported as an *error*, not a failure, in one line,
+and the session then exits with status 2 (as ``drift-eval gate`` does); a rule that does
+not hold is an ordinary failure (exit status 1). Importing this module costs nothing: the
+loader is imported on use.
 """
 from __future__ import annotations
 
 import pytest
+
+_UNUSABLE = pytest.StashKey[int]()
+
+
+class UnusableResults(Exception):
+    """The results cannot answer the question asked: reported as an error in one line."""
 
 
 def pytest_addoption(parser):
@@ -32,9 +44,9 @@ def pytest_report_header(config):
     return f"drift-eval results: {path}" if path else None
 
 
-def _usage_errors_fail(fn):
-    """A missing task, metric or setting fails the test with the loader's one-line message
-    (``DriftUsageError`` is a ``SystemExit``, which a test must not raise)."""
+def _usage_errors_are_errors(fn):
+    """A missing task, metric or setting (``DriftUsageError``, which is a ``SystemExit`` a
+    test must not raise) becomes ``UnusableResults`` with the loader's one-line message."""
     import functools
 
     @functools.wraps(fn)
@@ -46,13 +58,36 @@ def _usage_errors_fail(fn):
         try:
             return fn(*args, **kwargs)
         except DriftUsageError as exc:
-            pytest.fail(exc.message, pytrace=False)
+            raise UnusableResults(exc.message) from None
 
     return wrapper
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if call.excinfo is not None and call.excinfo.errisinstance(UnusableResults):
+        report = outcome.get_result()
+        report.longrepr = f"unusable drift results: {call.excinfo.value}"
+        report.drift_unusable = True
+        item.config.stash[_UNUSABLE] = item.config.stash.get(_UNUSABLE, 0) + 1
+
+
+def pytest_report_teststatus(report, config):
+    if getattr(report, "drift_unusable", False) and report.failed:
+        return "error", "E", "ERROR"
+    return None
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if session.config.stash.get(_UNUSABLE, 0) and exitstatus in (0, 1):
+        session.exitstatus = 2  # unusable input, as drift-eval gate exits
+
+
 class DriftResults:
-    """Per-setting metrics of a results folder, with intervals and paired comparisons."""
+    """Metrics of a results folder per (model, setting), with intervals, paired
+    comparisons between settings, and comparisons against a baseline model. ``model`` may
+    be left out when the folder holds one model."""
 
     def __init__(self, output):
         self.output = output
@@ -61,31 +96,62 @@ class DriftResults:
     def settings(self) -> list:
         return self.output.labels
 
-    @_usage_errors_fail
-    def metric(self, task: str, metric: str, setting: str = "none"):
+    @property
+    def models(self) -> list:
+        return self.output.models
+
+    @_usage_errors_are_errors
+    def metric(self, task: str, metric: str, setting: str = "none", model: str | None = None):
         """A ``Metric``: ``value``, ``stderr``, ``lower``/``upper`` (95% interval), ``n``,
         ``per_sample``; its repr reads as one line."""
-        return self.output.metric(task, metric, setting)
+        return self.output.metric(task, metric, setting, model)
 
-    @_usage_errors_fail
-    def value(self, task: str, metric: str, setting: str = "none"):
-        return self.metric(task, metric, setting).value
+    @_usage_errors_are_errors
+    def value(self, task: str, metric: str, setting: str = "none", model: str | None = None):
+        return self.metric(task, metric, setting, model).value
 
-    @_usage_errors_fail
-    def compare(self, task: str, metric: str, setting: str, baseline: str = "none"):
-        """Paired ``setting − baseline`` (``difference``, ``lower``, ``upper``, ``p_value``,
-        ``test``, ``verdict``), or None without logged samples."""
-        return self.output.compare(task, metric, setting, baseline)
+    @_usage_errors_are_errors
+    def compare(self, task: str, metric: str, setting: str, baseline: str = "none", model: str | None = None):
+        """Paired ``setting − baseline`` settings of one model (``difference``, ``lower``,
+        ``upper``, ``p_value``, ``test``, ``verdict``), or None without logged samples."""
+        return self.output.compare(task, metric, setting, baseline, model)
 
-    @_usage_errors_fail
-    def expect(self, task: str, metric: str, setting: str = "none", *, min=None, max=None, on: str = "value"):
+    @_usage_errors_are_errors
+    def expect(self, task: str, metric: str, setting: str = "none", *, min=None, max=None, on: str = "value",
+               model: str | None = None):
         """Assert ``min <= metric <= max`` on its value or an interval bound (``on``:
         value, lower, upper), with the same wording as ``drift-eval gate``."""
         from .gate import check
 
         __tracebackhide__ = True
-        outcome = check(self.output, task, metric, setting, min, max, on)
+        outcome = check(self.output, task, metric, setting, min, max, on, model=model)
         if not outcome.passed:
+            raise AssertionError(outcome.message)
+        return outcome
+
+    @_usage_errors_are_errors
+    def compare_to(self, baseline, task: str, metric: str, setting: str = "none", *, max_regression=None,
+                   on: str = "upper", underpowered: str = "fail", model: str | None = None):
+        """This folder's model (``model``) against ``baseline``: a results folder (one
+        model) or another model's name in this folder. Returns the ``Comparison``
+        (``difference``, ``mde``, ``regression``...). With ``max_regression``, asserts as a
+        gate rule does: worse beyond it fails the test; a sample too small to resolve it is
+        an error (``underpowered="warn"``: judged anyway, with a note)."""
+        import os
+
+        from .gate import check_regression, resolve_baseline
+
+        __tracebackhide__ = True
+        base, base_model, candidate = resolve_baseline(self.output, os.fspath(baseline), model)
+        if max_regression is None:
+            from .compare import compare_metric
+
+            return compare_metric(self.output, base, task, metric, setting, candidate, base_model)
+        outcome = check_regression(self.output, base, task, metric, setting, max_regression, on, underpowered,
+                                   model=candidate, baseline_model=base_model)
+        if outcome.status == "underpowered":
+            raise UnusableResults(outcome.message)
+        if outcome.status == "fail":
             raise AssertionError(outcome.message)
         return outcome
 
@@ -97,9 +163,9 @@ def drift_results(request) -> DriftResults:
 
     path = request.config.getoption("--drift-results")
     if not path:
-        pytest.fail("the drift_results fixture needs --drift-results OUT_DIR (a drift-eval sweep output folder)",
-                    pytrace=False)
+        raise UnusableResults("the drift_results fixture needs --drift-results OUT_DIR (a drift-eval sweep output "
+                              "folder)")
     try:
         return DriftResults(load_output(path))
     except DriftUsageError as exc:
-        pytest.fail(f"--drift-results: {exc.message}", pytrace=False)
+        raise UnusableResults(f"--drift-results: {exc.message}") from None

@@ -1,29 +1,39 @@
-"""Read an output folder of lm-eval results, one or more compensation settings.
+"""Read folders of lm-eval results: runs keyed by (model, setting).
 
-The one loader behind ``drift-eval report``, ``drift-eval gate`` and the pytest plugin.
-
-Layout (what ``drift-eval sweep`` and ``drift-eval demo --output`` write, and what
-``lm_eval --output_path OUT/<setting> --log_samples`` writes)::
+The one loader behind ``drift-eval report``, ``gate``, ``compare``, ``leaderboard`` and the
+pytest plugin. It reads any mix of ``drift-eval sweep`` folders and plain
+``lm_eval --output_path`` folders, with one or more models::
 
     OUT/sweep.json                                  (sweeps only: the planned settings)
-    OUT/<setting>/<model>/results_<date>.json       lm-eval's standard results
-    OUT/<setting>/<model>/samples_<task>_<date>.jsonl
+    OUT/<setting>/<model>/results_<date>.json       a sweep, or lm_eval --output_path OUT/<setting>
+    OUT/<model>/results_<date>.json                 lm_eval --output_path OUT (one folder per model)
+    .../samples_<task>_<date>.jsonl                 beside each results file (--log_samples)
 
-Every ``results_*.json`` under ``OUT`` (up to three folders deep) is read; its setting is
-the compensation in its ``config.model_args`` (``none`` for a model without one), so folder
-names do not matter. Several files of one setting are merged task by task, the newest file
-winning. Per-sample values come from the samples files of the same run (same date).
-Problems stop with one ``DriftUsageError`` line saying what to do.
+Every ``results_*.json`` under each folder (up to three folders deep) is read. A run is
+keyed by its model (a readable name: the ``pretrained`` name, the GGUF file's name for a
+``gguf_file`` or a converted GGUF cache folder, never a cache path) and its setting (the
+compensation in ``config.model_args``; ``none`` without one), so folder names do not
+matter. Several results files of one run are merged when they hold different tasks; two
+that hold the same task are ambiguous, an error naming both files (never "newest wins").
+Per-sample values come from the samples files of the same date.
+
+Every file is validated before anything is used: UTF-8, the JSON shape of lm-eval's
+results, and in each samples file, per filter, one line per document with distinct
+``doc_id``s, as many as the results file's ``n-samples.effective``, each metric of one
+kind (number, list...) throughout. A run that logged samples for some tasks and not for
+others was cut short. A damaged file stops with one ``DamagedFile`` line that names it;
+other problems with one ``DriftUsageError`` line saying what to do.
 """
 from __future__ import annotations
 
 import glob
+import json
 import math
 import os
 import re
 from dataclasses import dataclass, field
 
-from ..errors import DriftUsageError
+from ..errors import DamagedFile, DriftUsageError
 from ..files import read_json, read_jsonl
 from ..settings import folder_name, setting_label  # noqa: F401  (folder_name: the sweep's layout)
 
@@ -44,16 +54,22 @@ class Metric:
     upper: float
     per_sample: dict | None = None     # doc_id -> value, when samples were logged
     higher_is_better: bool | None = None
+    model: str = ""
+    doc_hashes: dict | None = None     # doc_id -> lm-eval's doc_hash, for pairing across runs
+    several_models: bool = False       # the folder holds other models: name this one in messages
 
     def spread(self) -> str:
         """``, 95% CI [lo, hi], n=N`` (the parts that are known)."""
         ci = "" if math.isnan(self.lower) else f", 95% CI [{self.lower:.4f}, {self.upper:.4f}]"
         return ci + ("" if self.n is None else f", n={self.n}")
 
+    def where(self) -> str:
+        return f"{self.task}/{self.name} under {self.setting}" + (f" for {self.model}" if self.several_models else "")
+
     def describe(self) -> str:
         se = f" ± {self.stderr:.4f} (stderr)" if isinstance(self.stderr, float) else ""
         val = f"{self.value:.4f}" if isinstance(self.value, float) else repr(self.value)
-        return f"{self.task}/{self.name} under {self.setting}: {val}{se}{self.spread()}"
+        return f"{self.where()}: {val}{se}{self.spread()}"
 
     __repr__ = describe
 
@@ -71,31 +87,204 @@ class TaskResult:
 
 
 @dataclass
-class Setting:
-    label: str
+class Run:
+    """The results of one model under one setting (from one or more results files)."""
+    model: str
+    setting: str
     model_args: dict
     files: list = field(default_factory=list)
     tasks: dict = field(default_factory=dict)   # task or group name -> TaskResult
+    provenance: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple:
+        return (self.model, self.setting)
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} [{self.setting}]"
 
     def task(self, name: str) -> TaskResult:
         if name not in self.tasks:
-            raise DriftUsageError(f"setting {self.label} has no results for '{name}'; it has: "
+            raise DriftUsageError(f"{self.label} has no results for '{name}'; it has: "
                                   f"{', '.join(sorted(self.tasks)) or 'nothing'}")
         return self.tasks[name]
+
+
+_CACHE_KEY = re.compile(r"^(?P<name>.+)-[0-9a-f]{16}$")
+
+
+def model_name(model_args: dict, res: dict) -> str:
+    """A readable name for a run's model: the GGUF file's name (``gguf_file``, or a
+    converted GGUF cache folder ``.../gguf/<file>-<key>``), a hub name as it is, a local
+    folder's name, never a cache path."""
+    gguf = model_args.get("gguf_file")
+    if isinstance(gguf, str) and gguf:
+        return os.path.splitext(os.path.basename(gguf))[0]
+    pretrained = model_args.get("pretrained") or res.get("model_name") or res["config"].get("model") or "model"
+    text = str(pretrained).rstrip("/\\")
+    if os.path.isabs(text) or text.startswith(("~", ".")):
+        name = os.path.basename(text)
+        match = _CACHE_KEY.match(name)
+        if match and os.path.basename(os.path.dirname(text)) == "gguf":  # drift_eval's GGUF cache folders
+            name = match.group("name")
+        return name
+    return text
+
+
+def _date(res: dict, fallback: str) -> str:
+    import datetime
+
+    stamp = res.get("date")
+    if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) and math.isfinite(stamp):
+        return datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return fallback
+
+
+def _text(v) -> str | None:
+    if v is None or v == "":
+        return None
+    return v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
+
+
+def _length_mode(tr: TaskResult, config: dict) -> str | None:
+    """``forced to N tokens`` or ``natural, at most N tokens``, from what the requests asked."""
+    gen = None
+    for s in tr.samples or []:
+        args = (s.get("arguments") or {}).get("gen_args_0") if isinstance(s.get("arguments"), dict) else None
+        gen = args.get("arg_1") if isinstance(args, dict) else None
+        break
+    if not isinstance(gen, dict):
+        gen = config.get("generation_kwargs") if isinstance(config, dict) else None
+    if not isinstance(gen, dict) or _float(gen.get("max_gen_toks")) is None:
+        return None
+    top = int(gen["max_gen_toks"])
+    forced = _float(gen.get("min_new_tokens")) is not None and gen["min_new_tokens"] >= top
+    return f"forced to {top} tokens" if forced else f"natural, at most {top} tokens"
+
+
+def _provenance(rf: "RunFile", name: str) -> dict:
+    res, cfg = rf.raw, rf.raw["config"]
+    configs = res.get("configs") or {}
+    versions = {(c.get("metadata") or {}).get("lm_eval_drift_version") for c in configs.values()
+                if isinstance(c, dict) and isinstance(c.get("metadata"), dict)} - {None}
+    seeds = [cfg.get(k) for k in ("random_seed", "numpy_seed", "torch_seed", "fewshot_seed")]
+    lengths = {t: m for t, tr in rf.tasks.items() if not tr.is_group
+               and (m := _length_mode(tr, configs.get(t) or {})) is not None}
+    out = {
+        "model": name, "pretrained": _text(rf.model_args.get("pretrained")),
+        "revision": _text(cfg.get("model_revision") or rf.model_args.get("revision")),
+        "model_sha": _text(cfg.get("model_sha")),
+        "lm_eval_version": _text(res.get("lm_eval_version")),
+        "lm_eval_drift_version": ", ".join(sorted(map(str, versions))) or None,
+        "transformers_version": _text(res.get("transformers_version")),
+        "git_hash": _text(res.get("git_hash")), "date": _date(res, rf.date),
+        "gen_kwargs": _text(cfg.get("gen_kwargs")), "limit": _text(cfg.get("limit")),
+        "seed": "/".join("-" if x is None else str(x) for x in seeds) if any(x is not None for x in seeds) else None,
+        "chat_template": "yes" if res.get("chat_template") else ("no" if "chat_template" in res else None),
+        "length": "; ".join(f"{t}: {m}" for t, m in lengths.items()) or None,
+    }
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _float(v):
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _task_results(res: dict, path: str, folder: str, date: str) -> dict:
-    out = {}
-    groups = set(res.get("groups", {}) or {})
-    hib_all = res.get("higher_is_better", {}) or {}
+#: what to do about a damaged results or samples file
+REMEDY = ("move it away and rerun the run that wrote it ('drift-eval sweep' does both: it reruns that setting "
+          "and moves the damaged file aside)")
+
+
+def _damaged(path: str, what: str) -> DamagedFile:
+    """``what``: what is wrong, after the path (``is not ...``, or a ``: ...`` clause)."""
+    sep = " " if what.startswith("is ") else ": "
+    return DamagedFile(path, f"{path}{sep}{what}; {REMEDY}")
+
+
+def _kind(v) -> str:
+    if isinstance(v, (bool, int, float)):
+        return "number"
+    return {str: "text", list: "list", dict: "object", type(None): "null"}.get(type(v), type(v).__name__)
+
+
+@dataclass
+class RunFile:
+    """One validated ``results_<date>.json`` with the samples files of the same run."""
+    path: str
+    date: str
+    raw: dict
+    model_args: dict
+    setting: str
+    tasks: dict                        # task or group name -> TaskResult
+    sample_files: list = field(default_factory=list)
+
+
+def _check_shape(res: dict, path: str) -> None:
+    """The parts of lm-eval's results JSON that the loader relies on, with the right types."""
+    if not isinstance(res.get("results"), dict) or not isinstance(res.get("config"), dict):
+        raise _damaged(path, "is not an lm-eval results file (no 'results' or 'config' object)")
+    for key in ("groups", "group_subtasks", "higher_is_better", "n-samples", "configs"):
+        if key in res and not isinstance(res[key], dict):
+            raise _damaged(path, f"'{key}' is a JSON {_kind(res[key])}, not an object")
+    for section in ("results", "groups", "higher_is_better", "n-samples"):
+        for name, entry in (res.get(section) or {}).items():
+            if not isinstance(entry, dict):
+                raise _damaged(path, f"{section}['{name}'] is a JSON {_kind(entry)}, not an object")
+    for name, entry in (res.get("n-samples") or {}).items():
+        for k in ("original", "effective"):
+            v = entry.get(k)
+            if k in entry and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise _damaged(path, f"n-samples['{name}']['{k}'] is {v!r}, not a count")
+    for name, subs in (res.get("group_subtasks") or {}).items():
+        if not isinstance(subs, list) or not all(isinstance(t, str) for t in subs):
+            raise _damaged(path, f"group_subtasks['{name}'] is not a list of task names")
+    model_args = res["config"].get("model_args")
+    if model_args is not None and not isinstance(model_args, (dict, str)):
+        raise _damaged(path, f"config.model_args is a JSON {_kind(model_args)}, not an object")
+
+
+def _check_samples(samples: list, path: str, task: str, n_samples: dict, metrics: list) -> None:
+    """Sample lines against the results file: per filter, one line per document, distinct
+    document ids, as many as ``n-samples.effective``; each metric of one kind throughout."""
+    by_filter: dict = {}
+    kinds: dict = {}
+    for i, s in enumerate(samples, 1):
+        doc = s.get("doc_id")
+        if isinstance(doc, bool) or not isinstance(doc, int) or doc < 0:
+            raise _damaged(path, f"line {i} has doc_id {doc!r}, not a document number")
+        filt = s.get("filter", "none")
+        seen = by_filter.setdefault(filt if isinstance(filt, str) else repr(filt), set())
+        if doc in seen:
+            raise _damaged(path, f"line {i} repeats doc_id {doc}")
+        seen.add(doc)
+        for m in metrics:
+            if m in s:
+                kind = _kind(s[m])
+                first = kinds.setdefault(m, (kind, i))
+                if first[0] != kind:
+                    raise _damaged(path, f"line {i} has '{m}' as {kind}, line {first[1]} as {first[0]}")
+    info = n_samples.get(task) or {}
+    effective, original = info.get("effective"), info.get("original")
+    for filt, docs in by_filter.items():
+        if effective is not None and len(docs) != effective:
+            raise _damaged(path, f"{len(docs)} sample line(s){'' if filt == 'none' else f' for filter {filt}'}, "
+                                 f"but the results file counts {effective} (n-samples.effective): the file was cut "
+                                 f"short or belongs to another run")
+        if original and max(docs) >= original:
+            raise _damaged(path, f"doc_id {max(docs)} is beyond the task's {original} documents")
+    if effective and not by_filter:
+        raise _damaged(path, f"no sample lines, but the results file counts {effective}")
+
+
+def _task_results(res: dict, path: str, date: str) -> tuple[dict, list]:
+    out, sample_files = {}, []
+    folder = os.path.dirname(path)
+    groups = set(res.get("groups") or {})
+    hib_all = res.get("higher_is_better") or {}
+    n_samples = res.get("n-samples") or {}
     for section in ("results", "groups"):
         for name, entries in (res.get(section) or {}).items():
-            if not isinstance(entries, dict):
-                raise DriftUsageError(f"{path}: results['{name}'] is not an object; the file is not lm-eval output")
             values, stderrs = {}, {}
             for key, v in entries.items():
                 metric, sep, filt = key.partition(",")
@@ -108,157 +297,266 @@ def _task_results(res: dict, path: str, folder: str, date: str) -> dict:
             for metric in values:  # fitted metrics (drift_alpha) report their bootstrap error as <metric>_se
                 if stderrs.get(metric) is None and _float(values.get(f"{metric}_se")) is not None:
                     stderrs[metric] = _float(values[f"{metric}_se"])
-            n = (res.get("n-samples", {}).get(name) or {}).get("effective")
-            tr = TaskResult(name, values, stderrs, n, dict(hib_all.get(name, {}) or {}),
+            n = (n_samples.get(name) or {}).get("effective")
+            tr = TaskResult(name, values, stderrs, n, dict(hib_all.get(name) or {}),
                             is_group=section == "groups" or name in groups,
                             subtasks=list((res.get("group_subtasks") or {}).get(name) or []))
             if section == "groups" and name in out:  # lm-eval lists groups in both sections
                 out[name].is_group = True
                 continue
-            if not tr.is_group:
-                files = glob.glob(os.path.join(glob.escape(folder), f"samples_{glob.escape(name)}_{glob.escape(date)}.jsonl"))
-                if files:
-                    tr.samples = read_jsonl(files[0], "samples file")
             out[name] = tr
-    return out
+    missing = []
+    for name, tr in out.items():
+        if tr.is_group:
+            continue
+        spath = os.path.join(folder, f"samples_{name}_{date}.jsonl")
+        if not os.path.lexists(spath):
+            missing.append(spath)
+            continue
+        samples = read_jsonl(spath, "samples file", remedy=REMEDY, line_ends=True)
+        _check_samples(samples, spath, name, n_samples, list(tr.values))
+        tr.samples = [s for s in samples if s.get("filter", "none") == "none"]
+        sample_files.append(spath)
+    if sample_files and missing:  # the run logged samples, but not all of them
+        raise DamagedFile(missing[0], f"{missing[0]} is missing: the run of {path} logged samples for other tasks, "
+                                      f"so it was cut short; {REMEDY}")
+    return out, sample_files
 
 
-def _results_files(root: str) -> list:
+def results_files(root: str) -> list:
+    """Every ``results_*.json`` under ``root``, up to three folders deep (hidden folders,
+    such as a sweep's unfinished ``.partial-*`` ones, are not looked in)."""
     found = []
     for depth in ("", "*", os.path.join("*", "*"), os.path.join("*", "*", "*")):
         found += glob.glob(os.path.join(glob.escape(root), depth, "results_*.json"))
     return sorted(set(found))
 
 
-class Output:
-    """All settings found in an output folder."""
+def read_run_file(path: str) -> RunFile:
+    """One results file and its samples, validated; a damaged file is a ``DamagedFile``
+    naming it."""
+    match = _RESULTS_RE.match(os.path.basename(path))
+    if not match:
+        raise DriftUsageError(f"{path} is not named results_<date>.json")
+    res = read_json(path, "results file", remedy=REMEDY, expect=dict)
+    _check_shape(res, path)
+    model_args = res["config"].get("model_args") or {}
+    try:
+        label = setting_label(model_args)
+    except DriftUsageError as exc:
+        raise _damaged(path, f"config.model_args: {exc.message}") from None
+    if isinstance(model_args, str):
+        model_args = dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
+    tasks, sample_files = _task_results(res, path, match.group("date"))
+    return RunFile(path, match.group("date"), res, model_args, label, tasks, sample_files)
 
-    def __init__(self, root: str, settings: dict, manifest: dict | None):
-        self.root = root
-        self.settings = settings
-        self.manifest = manifest
+
+class Output:
+    """Every run found in one or more results folders, keyed by (model, setting)."""
+
+    def __init__(self, roots: list, runs: dict, manifests: dict):
+        self.roots = list(roots)
+        self.runs = runs                 # (model, setting) -> Run
+        self.manifests = manifests       # root -> sweep.json contents
+
+    @property
+    def root(self) -> str:
+        return ", ".join(self.roots)
 
     # ------------------------------------------------------------------ access
     @property
+    def models(self) -> list:
+        """Model names, in the order their runs were found."""
+        return list(dict.fromkeys(m for m, _ in self.runs))
+
+    @property
     def labels(self) -> list:
         """Setting labels, ``none`` first, then in sweep order (or sorted)."""
-        order = (self.manifest or {}).get("settings", [])
-        rank = {lab: i for i, lab in enumerate(order)}
-        return sorted(self.settings, key=lambda s: (s != "none", rank.get(s, len(rank)), s))
+        order = [lab for m in self.manifests.values() for lab in m.get("settings", [])]
+        rank = {lab: i for i, lab in reversed(list(enumerate(order)))}
+        return sorted({s for _, s in self.runs}, key=lambda s: (s != "none", rank.get(s, len(rank)), s))
 
-    def setting(self, label: str) -> Setting:
-        if label not in self.settings:
-            raise DriftUsageError(f"no results for setting '{label}' in {self.root}; settings found: "
-                                  f"{', '.join(self.labels)}")
-        return self.settings[label]
+    def ordered_runs(self) -> list:
+        """Runs by model, then by setting."""
+        order = {lab: i for i, lab in enumerate(self.labels)}
+        models = {m: i for i, m in enumerate(self.models)}
+        return sorted(self.runs.values(), key=lambda r: (models[r.model], order[r.setting]))
 
-    def metric(self, task: str, name: str, setting: str = "none") -> Metric:
+    def model(self, model: str | None = None) -> str:
+        """``model`` if the folder has it; without one, the folder's only model."""
+        if model is not None:
+            if model not in self.models:
+                raise DriftUsageError(f"no results for model '{model}' in {self.root}; models found: "
+                                      f"{', '.join(self.models)}")
+            return model
+        if len(self.models) != 1:
+            raise DriftUsageError(f"{self.root} holds results of {len(self.models)} models ({', '.join(self.models)}): "
+                                  f"name the one you mean (a gate policy's candidate: or a rule's model:)")
+        return self.models[0]
+
+    def settings_of(self, model: str | None = None) -> list:
+        m = self.model(model)
+        return [lab for lab in self.labels if (m, lab) in self.runs]
+
+    def run(self, setting: str = "none", model: str | None = None) -> Run:
+        m = self.model(model)
+        if (m, setting) not in self.runs:
+            raise DriftUsageError(f"no results for setting '{setting}' of {m} in {self.root}; settings found: "
+                                  f"{', '.join(self.settings_of(m))}")
+        return self.runs[(m, setting)]
+
+    def metric(self, task: str, name: str, setting: str = "none", model: str | None = None) -> Metric:
         from ..metrics import stats
 
-        tr = self.setting(setting).task(task)
+        run = self.run(setting, model)
+        tr = run.task(task)
         if name not in tr.values:
             raise DriftUsageError(f"{task} under {setting} has no metric '{name}'; it has: "
                                   f"{', '.join(sorted(tr.values))}")
         value = tr.values[name]
-        per = self._per_sample(self.setting(setting), tr, name)
+        per, hashes = self._per_sample(run, tr, name)
         stderr = tr.stderrs.get(name)
         lo = hi = math.nan
-        if per:
+        if per and len(per) > 1:
             lo, hi = stats.mean_interval(list(per.values()))
         elif isinstance(_float(value), float) and isinstance(stderr, float):
             lo, hi = stats.normal_interval(float(value), stderr)
         n = tr.n if tr.n is not None else (len(per) if per else None)
         hib = tr.higher_is_better.get(name)
         return Metric(task, name, setting, float(value) if _float(value) is not None else value, stderr, n,
-                      lo, hi, per, hib)
+                      lo, hi, per, hib, run.model, hashes, len(self.models) > 1)
 
-    def _per_sample(self, st: Setting, tr: TaskResult, name: str):
-        """doc_id -> value from the logged samples; for a group whose aggregate pools its
-        tasks' samples (lm-eval's weighted mean), (task, doc_id) -> value over all of them."""
+    def _per_sample(self, run: Run, tr: TaskResult, name: str):
+        """(doc_id -> value, doc_id -> doc_hash) from the logged samples; for a group whose
+        aggregate pools its tasks' samples (lm-eval's weighted mean), keyed (task, doc_id)
+        over all of them. (None, None) without samples."""
         if tr.samples:
-            return {s["doc_id"]: float(s[name]) for s in tr.samples
-                    if "doc_id" in s and isinstance(_float(s.get(name)), float)} or None
+            rows = [s for s in tr.samples if isinstance(_float(s.get(name)), float)]
+            if not rows:
+                return None, None
+            return {s["doc_id"]: float(s[name]) for s in rows}, {s["doc_id"]: s.get("doc_hash") for s in rows}
         if tr.is_group and tr.subtasks:
-            pooled = {}
+            pooled, hashes = {}, {}
             for sub in tr.subtasks:
-                str_ = st.tasks.get(sub)
-                vals = self._per_sample(st, str_, name) if str_ is not None and name in str_.values else None
+                sub_tr = run.tasks.get(sub)
+                vals, hs = self._per_sample(run, sub_tr, name) if sub_tr is not None and name in sub_tr.values \
+                    else (None, None)
                 if not vals:
-                    return None
+                    return None, None
                 pooled.update({(sub, k): v for k, v in vals.items()})
-            return pooled
-        return None
+                hashes.update({(sub, k): h for k, h in hs.items()})
+            return pooled, hashes
+        return None, None
 
-    def compare(self, task: str, name: str, setting: str, baseline: str = "none"):
-        """Paired difference ``setting − baseline`` on the samples both logged; for fitted
-        metrics without per-sample values (drift_alpha's α), a z test on their standard
-        errors; None when neither is possible."""
+    def compare(self, task: str, name: str, setting: str, baseline: str = "none", model: str | None = None):
+        """Paired difference ``setting − baseline`` (settings of one model) on the samples
+        both logged; for fitted metrics without per-sample values (drift_alpha's α), a z
+        test on their standard errors; None when neither is possible."""
         from ..metrics import stats
 
-        a, b = self.metric(task, name, setting), self.metric(task, name, baseline)
+        a, b = self.metric(task, name, setting, model), self.metric(task, name, baseline, model)
         if not a.per_sample or not b.per_sample:
             if all(isinstance(v, float) and math.isfinite(v) for v in (a.value, a.stderr, b.value, b.stderr)):
                 return stats.difference_from_errors(a.value, a.stderr, b.value, b.stderr, a.n or 0)
             return None
-        docs = sorted(set(a.per_sample) & set(b.per_sample))
+        docs = sorted(set(a.per_sample) & set(b.per_sample), key=repr)
         if not docs:
             return None
         return stats.paired_difference([a.per_sample[d] for d in docs], [b.per_sample[d] for d in docs])
 
-    def scalar_metrics(self, setting: str, task: str) -> list:
+    def scalar_metrics(self, setting: str, task: str, model: str | None = None) -> list:
         """Names of the float-valued metrics of a task, in file order."""
-        tr = self.setting(setting).task(task)
+        tr = self.run(setting, model).task(task)
         return [m for m, v in tr.values.items() if _float(v) is not None]
 
     def task_names(self) -> list:
         names = []
-        for lab in self.labels:
-            for t in self.settings[lab].tasks:
+        for run in self.ordered_runs():
+            for t in run.tasks:
                 if t not in names:
                     names.append(t)
         return names
 
 
-def load_output(root, allow_partial: bool = False) -> Output:
-    """Load every setting under ``root``; a sweep whose planned settings are not all there
-    is an error unless ``allow_partial``."""
-    root = os.fspath(root)
-    if not os.path.isdir(root):
-        raise DriftUsageError(f"results folder not found: {root}")
-    manifest = None
-    mpath = os.path.join(root, MANIFEST)
-    if os.path.isfile(mpath):
-        manifest = read_json(mpath, "sweep manifest")
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("settings"), list):
-            raise DriftUsageError(f"{mpath} is not a sweep manifest (no 'settings' list): delete it or rerun the sweep")
-    files = _results_files(root)
-    if not files:
-        raise DriftUsageError(f"no lm-eval results in {root}: expected <setting>/<model>/results_*.json, written by "
-                              f"'drift-eval sweep --output {root}' or 'lm_eval --output_path {root}/<setting> --log_samples'")
-    settings: dict = {}
-    dated = []
-    for path in files:
-        res = read_json(path, "results file")
-        if not isinstance(res, dict) or not isinstance(res.get("results"), dict) or not isinstance(res.get("config"), dict):
-            raise DriftUsageError(f"{path} is not an lm-eval results file (no 'results' or 'config' object)")
-        date = _RESULTS_RE.match(os.path.basename(path)).group("date")
-        dated.append((date, path, res))
-    for date, path, res in sorted(dated):  # oldest first: newer files overwrite tasks
-        model_args = res["config"].get("model_args") or {}
-        label = setting_label(model_args)
-        st = settings.setdefault(label, Setting(label, model_args if isinstance(model_args, dict) else {}))
-        st.files.append(path)
-        st.tasks.update(_task_results(res, path, os.path.dirname(path), date))
-    if manifest is not None:
-        missing = [s for s in manifest["settings"] if s not in settings]
+def _str_list(v) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def read_manifest(root: str) -> dict | None:
+    """``root/sweep.json`` (None when absent), validated."""
+    path = os.path.join(root, MANIFEST)
+    if not os.path.lexists(path):
+        return None
+    remedy = "delete it (finished settings are kept) and rerun the sweep"
+    manifest = read_json(path, "sweep manifest", remedy=remedy, expect=dict)
+    if not _str_list(manifest.get("settings")) or not _str_list(manifest.get("tasks", [])) \
+            or not isinstance(manifest.get("options", {}), dict):
+        raise DamagedFile(path, f"{path} is not a sweep manifest (a 'settings' and a 'tasks' list, an 'options' "
+                                f"object): {remedy}")
+    return manifest
+
+
+def _unique_names(files: list) -> dict:
+    """RunFile -> model name; two different ``pretrained`` values with one readable name
+    are told apart by their last folders."""
+    names = {id(rf): model_name(rf.model_args, rf.raw) for rf in files}
+    idents = {}
+    for rf in files:
+        idents.setdefault(names[id(rf)], set()).add(str(rf.model_args.get("pretrained", "")))
+    for rf in files:
+        if len(idents[names[id(rf)]]) > 1:
+            parts = str(rf.model_args.get("pretrained", "")).rstrip("/").split("/")
+            names[id(rf)] = "/".join(parts[-2:]) if len(parts) > 1 else parts[0]
+    return names
+
+
+def load_output(*roots, allow_partial: bool = False) -> Output:
+    """Load every run under ``roots`` (folders); a sweep whose planned settings are not all
+    there is an error unless ``allow_partial``."""
+    roots = [os.fspath(r) for r in roots]
+    if not roots:
+        raise DriftUsageError("no results folder given")
+    manifests, files = {}, []
+    for root in roots:
+        if not os.path.isdir(root):
+            raise DriftUsageError(f"results folder not found: {root}")
+        manifest = read_manifest(root)
+        if manifest is not None:
+            manifests[root] = manifest
+        found = results_files(root)
+        if not found:
+            raise DriftUsageError(f"no lm-eval results in {root}: expected <setting>/<model>/results_*.json, written "
+                                  f"by 'drift-eval sweep --output {root}' or 'lm_eval --output_path {root}/<setting> "
+                                  f"--log_samples'")
+        files += [(root, read_run_file(p)) for p in found]
+    names = _unique_names([rf for _, rf in files])
+    runs: dict = {}
+    where: dict = {}   # (model, setting, task) -> file
+    by_root: dict = {}
+    for root, rf in sorted(files, key=lambda x: (x[1].date, x[1].path)):
+        name = names[id(rf)]
+        key = (name, rf.setting)
+        run = runs.setdefault(key, Run(name, rf.setting, rf.model_args))
+        for task in rf.tasks:
+            other = where.setdefault((*key, task), rf.path)
+            if other != rf.path and not rf.tasks[task].is_group:
+                raise DriftUsageError(f"two results for {name} under {rf.setting}, task {task}: {other} and "
+                                      f"{rf.path}; move one of them away (one run per model, setting and task)")
+        run.files += [rf.path, *rf.sample_files]
+        run.tasks.update(rf.tasks)
+        run.provenance = {**_provenance(rf, name), "files": run.files}
+        by_root.setdefault(root, {})[key] = run
+    for root, manifest in manifests.items():
+        present = {r.setting for r in by_root.get(root, {}).values()}
+        missing = [s for s in manifest["settings"] if s not in present]
         expected_tasks = manifest.get("tasks") or []
-        incomplete = [f"{s} ({', '.join(t for t in expected_tasks if t not in settings[s].tasks)})"
-                      for s in manifest["settings"] if s in settings
-                      and any(t not in settings[s].tasks for t in expected_tasks)]
+        incomplete = [f"{r.setting} ({', '.join(t for t in expected_tasks if t not in r.tasks)})"
+                      for r in by_root.get(root, {}).values()
+                      if r.setting in manifest["settings"] and any(t not in r.tasks for t in expected_tasks)]
         if (missing or incomplete) and not allow_partial:
             what = "; ".join(filter(None, [
                 f"no results for {', '.join(missing)}" if missing else "",
                 f"tasks missing for {', '.join(incomplete)}" if incomplete else ""]))
             raise DriftUsageError(f"{root} holds a partial sweep ({what}): finish it with "
                                   f"'drift-eval sweep --output {root}' (same options) before using the results")
-    return Output(root, settings, manifest)
+    return Output(roots, runs, manifests)

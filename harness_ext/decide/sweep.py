@@ -8,228 +8,376 @@ CLI), and lm-eval's ``EvaluationTracker`` writes the standard files::
     OUT/sweep.json                                   planned settings and the run's options
     OUT/<setting>/<model>/results_<date>.json        (log:0.25 -> folder log_0.25)
     OUT/<setting>/<model>/samples_<task>_<date>.jsonl
-    OUT/<setting>/cache/requests_rank0.db            answers cached as they are produced
+    OUT/<setting>/cache/answers.sqlite               answers (JSON) stored as they are produced
 
-Resuming: a setting whose results (and samples) exist is skipped; inside an interrupted
-setting, answers already produced come from the cache. lm-eval's own ``use_cache``
-(``CachingLM``, one sqlite file per setting because its key does not include the model's
-compensation) covers ``generate_until``, stored batch by batch. It passes other request
-types straight through, so the project's ``generate_conversation`` and
-``position_profile`` requests are cached here in the same sqlite file with lm-eval's key
-(``hash_args``), stored after every ``batch_size`` conversations.
+Order of work: every option, the tasks (built once, so that their ``--metadata`` and the
+language-ID model are checked), the model's files and chat template are checked before the
+model loads; ``sweep.json`` is written when the first setting starts. The tracker writes
+into a hidden staging folder; the files are read back through the results loader's checks
+and then renamed into place, samples first and the results file last, so a results file
+in place means a complete setting.
+
+Resuming: a setting whose files are complete and valid is skipped. Any other files of a
+setting (damaged, cut short, left by a killed run) are moved aside as ``*.damaged`` and
+that setting runs again; inside it, answers already produced come from the cache
+(``answer_cache``, JSON only). lm-eval's own request types are stored as the backend
+produces them (its cache hook), the project's own request types after every
+``batch_size`` requests.
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
+import shutil
+import sys
 import time
 
 from ..errors import DriftUsageError
-from ..files import read_json, write_json_atomic
+from ..files import folder_lock, move_aside, write_json_atomic
 from ..plugin.request_types import CONVERSATION, NEEDS
-from ..settings import parse_settings
-from .results import MANIFEST, load_output
+from ..settings import int_option, parse_settings
+from . import answer_cache
+from .results import MANIFEST, read_manifest, read_run_file
 
 BUILTIN_TYPES = ("generate_until", "loglikelihood", "loglikelihood_rolling")
+STAGING = ".partial-"
+RESUME = "rerun the same command to resume (finished settings and cached answers are kept)"
 
 
-def _manifest(output: str, labels: list, options: dict) -> dict:
-    path = os.path.join(output, MANIFEST)
-    if os.path.isfile(path):
-        old = read_json(path, "sweep manifest")
-        if not isinstance(old, dict):
-            raise DriftUsageError(f"{path} is not a sweep manifest: delete it (finished settings are kept) and rerun")
-        diff = [k for k in options if old.get("options", {}).get(k) != options[k]]
-        if diff:
-            raise DriftUsageError(f"{output} holds a sweep run with other options ({', '.join(diff)} differ): "
-                                  f"rerun with the same options, or use another --output")
-        labels = list(old.get("settings", [])) + [lab for lab in labels if lab not in old.get("settings", [])]
-    manifest = {"settings": labels, "tasks": options["tasks"], "options": options}
-    write_json_atomic(path, manifest, indent=2)
-    return manifest
+def _warn(line: str) -> None:
+    print(f"drift-eval: warning: {line}", file=sys.stderr, flush=True)
 
 
-def _finished(output: str, tasks: list) -> set:
-    """Labels of settings whose results hold every task, with samples for every non-group task."""
-    try:
-        out = load_output(output, allow_partial=True)
-    except DriftUsageError:
-        return set()
-    done = set()
-    for lab, st in out.settings.items():
-        if all(t in st.tasks for t in tasks) and all(tr.is_group or tr.samples for tr in st.tasks.values()):
-            done.add(lab)
-    return done
+# ------------------------------------------------------------------------ the folder
+def _check_manifest(output: str, options: dict) -> list:
+    """Settings an earlier run of this sweep planned; refuses a sweep with other options."""
+    old = read_manifest(output)
+    if old is None:
+        return []
+    diff = [k for k in options if old.get("options", {}).get(k) != options[k]]
+    if diff:
+        raise DriftUsageError(f"{output} holds a sweep run with other options ({', '.join(diff)} differ): "
+                              f"rerun with the same options, or use another --output")
+    return list(old["settings"])
 
 
-class _Counter:
-    """Counts requests that reach the model (after the cache), per request type, and caches
-    the project's own request types (which lm-eval's ``CachingLM`` passes through)."""
+def _write_manifest(output: str, labels: list, options: dict) -> None:
+    write_json_atomic(os.path.join(output, MANIFEST),
+                      {"settings": labels, "tasks": options["tasks"], "options": options}, indent=2)
 
-    def __init__(self, lm, chunk: int):
-        self.lm, self.chunk = lm, max(1, chunk)
+
+def _run_files(folder: str) -> list:
+    return sorted(glob.glob(os.path.join(glob.escape(folder), "*", "results_*.json")) +
+                  glob.glob(os.path.join(glob.escape(folder), "*", "samples_*.jsonl")))
+
+
+def _complete(folder: str, label: str, tasks: list, log) -> bool:
+    """Whether ``folder`` holds a valid results file of setting ``label`` with every task
+    (and samples for every task that is not a group). Damaged files are reported; beside a
+    complete run they are moved aside at once (a setting that is not complete runs again,
+    and ``_clear`` moves them then)."""
+    complete, damaged = False, []
+    for path in sorted(glob.glob(os.path.join(glob.escape(folder), "*", "results_*.json"))):
+        try:
+            rf = read_run_file(path)
+        except DriftUsageError as exc:
+            log(f"damaged: {exc.message.split('; ')[0]}")
+            damaged.append(path)
+            continue
+        if not complete and rf.setting == label and all(t in rf.tasks for t in tasks) \
+                and all(tr.is_group or tr.samples is not None for tr in rf.tasks.values()):
+            complete = True
+        else:
+            damaged.append(path)
+    if complete:
+        for path in damaged:  # with their samples (same date)
+            date = os.path.basename(path)[len("results_"):-len(".json")]
+            samples = glob.glob(os.path.join(glob.escape(os.path.dirname(path)), f"samples_*_{glob.escape(date)}.jsonl"))
+            for f in [path, *samples]:
+                log(f"moved aside: {os.path.relpath(move_aside(f), os.path.dirname(folder))}")
+    return complete
+
+
+def _clear(folder: str, log) -> None:
+    """Before a setting runs again: move its earlier (incomplete or damaged) files aside
+    and drop staging folders that a killed run left."""
+    for path in _run_files(folder):
+        log(f"moved aside: {os.path.relpath(move_aside(path), os.path.dirname(folder))}")
+    for stale in glob.glob(os.path.join(glob.escape(folder), STAGING + "*")):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def _publish(staging: str, folder: str) -> str:
+    """Check the staged run through the results loader, then rename its files into
+    ``folder``: samples first, the results file last. Returns the results file's path."""
+    [staged] = glob.glob(os.path.join(glob.escape(staging), "*", "results_*.json")) or [None]
+    if staged is None:
+        raise DriftUsageError(f"lm-eval wrote no results file under {staging}: is the disk full?")
+    rf = read_run_file(staged)  # the files as written, checked like any reader would
+    model_dir = os.path.join(folder, os.path.basename(os.path.dirname(staged)))
+    os.makedirs(model_dir, exist_ok=True)
+    for path in [*rf.sample_files, staged]:
+        os.replace(path, os.path.join(model_dir, os.path.basename(path)))
+    shutil.rmtree(staging, ignore_errors=True)
+    return os.path.join(model_dir, os.path.basename(staged))
+
+
+# ------------------------------------------------------------------------ answers
+class _Answers:
+    """Counts requests that reach the model and serves the rest from the answer cache:
+    lm-eval's request types are stored by the backend's cache hook as each answer is
+    produced, the project's own request types every ``chunk`` requests."""
+
+    def __init__(self, lm, cache, chunk: int):
+        self.lm, self.cache, self.chunk = lm, cache, max(1, chunk)
         self.generated = 0
         self.cached = 0
         self._depth = 0
+        self._storing = None   # the lm-eval request type whose answers the hook stores now
         self._originals = {}
+
+    # the backend's cache hook (lm-eval's CacheHook interface)
+    def add_partial(self, attr, req, res):
+        if self.cache is None or attr != self._storing or _sampled(attr, req):
+            return
+        from lm_eval.api.model import hash_args
+
+        self.cache.put([(hash_args(attr, req), attr, res)])
 
     def install(self, request_types):
         for rtype in request_types:
             if hasattr(type(self.lm), rtype):
                 self._originals[rtype] = getattr(self.lm, rtype)
                 setattr(self.lm, rtype, self._wrap(rtype, self._originals[rtype]))
+        self.lm.set_cache_hook(self)
 
     def remove(self):
+        from lm_eval.api.model import CacheHook
+
         for rtype in self._originals:
             self.lm.__dict__.pop(rtype, None)
         self._originals = {}
+        self.lm.set_cache_hook(CacheHook(None))
 
     def _wrap(self, rtype, original):
-        cache_own = rtype not in BUILTIN_TYPES
-
         def call(requests, *args, **kwargs):
             top = self._depth == 0
             self._depth += 1
             try:
-                if not cache_own:
-                    if top:
-                        self.generated += len(requests)
+                if not top:  # e.g. the turns of a conversation: the conversation is what is cached
                     return original(requests, *args, **kwargs)
-                return self._cached_call(rtype, original, requests, top, *args, **kwargs)
+                return self._serve(rtype, original, requests, *args, **kwargs)
             finally:
                 self._depth -= 1
 
         return call
 
-    def _cached_call(self, rtype, original, requests, top, *args, **kwargs):
+    def _serve(self, rtype, original, requests, *args, **kwargs):
         from lm_eval.api.model import hash_args
 
-        db = getattr(getattr(self.lm, "cache_hook", None), "dbdict", None)
         keys = [hash_args(rtype, r.args) for r in requests]
-        out = [db[k] if db is not None and k in db else None for k in keys]
+        out = [None] * len(requests)
+        if self.cache is not None:
+            out = [None if _sampled(rtype, r.args) else self.cache.get(k, rtype) for k, r in zip(keys, requests)]
         todo = [i for i, o in enumerate(out) if o is None]
+        self.cached += len(requests) - len(todo)
+        self.generated += len(todo)
+        if rtype in BUILTIN_TYPES:  # one call, as lm-eval makes it; the hook stores each answer
+            self._storing = rtype
+            try:
+                answers = original([requests[i] for i in todo], *args, **kwargs) if todo else []
+            finally:
+                self._storing = None
+            for i, a in zip(todo, answers):
+                out[i] = a
+            if self.cache is not None:  # and for a backend without the hook, all of them now
+                self.cache.put([(keys[i], rtype, out[i]) for i in todo if not _sampled(rtype, requests[i].args)])
+            return out
         if rtype != CONVERSATION:
             # keep requests that share work together in a chunk: prompt_offsets requests of
             # one scene (its four axes) share the scene's base runs
             todo.sort(key=lambda i: str(requests[i].args[0]))
-        if top:
-            self.cached += len(requests) - len(todo)
-            self.generated += len(todo)
         for start in range(0, len(todo), self.chunk):
             idx = todo[start:start + self.chunk]
             answers = original([requests[i] for i in idx], *args, **kwargs)
             for i, a in zip(idx, answers):
                 out[i] = a
-                if db is not None:
-                    db[keys[i]] = a
-            if db is not None:
-                db.commit()
+            if self.cache is not None:
+                self.cache.put([(keys[i], rtype, out[i]) for i in idx])
         return out
 
 
-def _cached_before(db_path: str) -> int:
-    if not os.path.isfile(db_path):
-        return 0
-    from sqlitedict import SqliteDict
-
-    with SqliteDict(db_path, flag="r") as db:
-        return len(db)
+def _sampled(rtype, args) -> bool:
+    """Sampled answers are never cached (lm-eval's rule)."""
+    return rtype == "generate_until" and len(args) > 1 and isinstance(args[1], dict) and bool(args[1].get("do_sample"))
 
 
-def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limit=None, gen_kwargs: str = "",
-              batch_size: int = 8, device: str = "cpu", span: str = "system", apply_chat_template: bool = True,
-              metadata: str = "", use_cache: bool = True, log=print) -> dict:
-    """Run the sweep; returns {label: "done" | "skipped"}."""
+# ------------------------------------------------------------------------ checks before the model loads
+def _options(settings, tasks, model_args, limit, gen_kwargs, batch_size, metadata, span):
     from lm_eval.utils import simple_parse_args_string
+
+    from ..plugin.task_base import check_generation_kwargs
 
     configs = parse_settings(settings, span)
     task_list = [t.strip() for t in str(tasks).split(",") if t.strip()]
     if not task_list:
         raise DriftUsageError("--tasks is empty: give e.g. drift_french")
-    margs = simple_parse_args_string(model_args) if model_args else {}
+    try:
+        margs = simple_parse_args_string(model_args) if model_args else {}
+    except ValueError:
+        raise DriftUsageError(f"--model-args must be key=value pairs separated by commas, got '{model_args}'") from None
     clash = sorted(set(margs) & {"compensation", "strength", "span"})
     if clash:
         raise DriftUsageError(f"--model-args sets {', '.join(clash)}: give settings with --settings and --span instead")
-    if "pretrained" not in margs:
-        from ..plugin.local_models import smollm2_dir
-
-        margs["pretrained"] = smollm2_dir()
     try:
         meta = json.loads(metadata) if metadata else {}
     except json.JSONDecodeError as exc:
         raise DriftUsageError(f"--metadata is not JSON ({exc.msg}): give e.g. '{{\"num_conversations\": 4}}'") from None
-    if limit is not None and float(limit) <= 0:
+    if not isinstance(meta, dict):
+        raise DriftUsageError(f"--metadata must be a JSON object, e.g. '{{\"num_conversations\": 4}}', got {metadata}")
+    if limit is not None and not float(limit) > 0:
         raise DriftUsageError(f"--limit must be > 0, got {limit}")
-    gen = simple_parse_args_string(gen_kwargs) if gen_kwargs else None
+    if batch_size != "auto":
+        int_option("--batch-size", batch_size, 1)
+    try:
+        gen = simple_parse_args_string(gen_kwargs) if gen_kwargs else None
+    except ValueError:
+        raise DriftUsageError(f"--gen-kwargs must be key=value pairs separated by commas, got '{gen_kwargs}'") from None
+    if gen:
+        check_generation_kwargs(gen, "--gen-kwargs")
+    return configs, task_list, margs, meta, gen
+
+
+def _check_model(margs: dict, chat: bool, log) -> None:
+    """The model's config (and, for the chat template, its tokenizer) load, before the weights do."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from ..plugin.local_models import cached_from_gguf
+
+    source = margs["pretrained"]
+    if margs.get("gguf_file"):
+        source = cached_from_gguf(source, margs["gguf_file"], log=log)
+    common = {k: margs[k] for k in ("revision", "trust_remote_code") if k in margs}
+    try:
+        AutoConfig.from_pretrained(source, **common)
+        tok = AutoTokenizer.from_pretrained(margs.get("tokenizer") or source, **common) if chat else None
+    except (OSError, ValueError, KeyError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise DriftUsageError(f"cannot load the model '{margs['pretrained']}' ({first}): check pretrained= in "
+                              f"--model-args") from None
+    if chat and not getattr(tok, "chat_template", None):
+        raise DriftUsageError(f"the model '{margs['pretrained']}' has no chat template: pass --no-chat-template "
+                              f"(base models), or use a chat model")
+
+
+def _task_manager(task_list: list, metadata: dict):
+    """A TaskManager that knows ``task_list``. Indexing lm-eval's ~15,000 built-in task files
+    takes seconds; a sweep of the installed plugins' tasks (the drift tasks) does not need it."""
+    from lm_eval.tasks import TaskManager
+
+    from drift_eval.tasks import task_folder
+
+    tm = TaskManager(include_path=[task_folder()], include_defaults=False, metadata=metadata)
+    if any(t not in tm.all_tasks for t in task_list):
+        tm = TaskManager(include_path=[task_folder()], metadata=metadata)
+    unknown = [t for t in task_list if t not in tm.all_tasks]
+    if unknown:
+        raise DriftUsageError(f"unknown task(s) {', '.join(unknown)}: 'lm-eval ls tasks' lists them")
+    return tm
+
+
+# ------------------------------------------------------------------------ the sweep
+def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limit=None, gen_kwargs: str = "",
+              batch_size: int = 8, device: str = "cpu", span: str = "system", apply_chat_template: bool = True,
+              metadata: str = "", use_cache: bool = True, log=print, warn=_warn) -> dict:
+    """Run the sweep; returns {label: "done" | "skipped"}."""
+    configs, task_list, margs, meta, gen = _options(settings, tasks, model_args, limit, gen_kwargs, batch_size,
+                                                    metadata, span)
+    if "pretrained" not in margs:
+        from ..plugin.local_models import smollm2_dir
+
+        margs["pretrained"] = smollm2_dir()
     options = {"tasks": task_list, "model_args": {k: str(v) for k, v in margs.items()}, "limit": limit,
                "gen_kwargs": gen_kwargs or "", "apply_chat_template": bool(apply_chat_template),
                "metadata": meta, "span": span}
     labels = [c.label() for c in configs]
     output = os.path.abspath(output)
-    _manifest(output, labels, options)
-    done = _finished(output, task_list)
-    todo = [(c, lab) for c, lab in zip(configs, labels) if lab not in done]
-    status = {lab: "skipped" for lab in labels if lab in done}
-    for i, lab in enumerate(labels, 1):
-        if lab in done:
-            log(f"[{i}/{len(labels)}] {lab}: results present, skipped")
-    if not todo:
-        log(f"sweep complete: {len(labels)} settings in {output}")
-        return status
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise DriftUsageError(f"--output {output} is a file: give a folder")
+    with folder_lock(output, "drift-eval sweep"):
+        planned = _check_manifest(output, options)
+        planned += [lab for lab in labels if lab not in planned]
+        for c in configs:
+            answer_cache.refuse_legacy(os.path.join(output, c.folder(), "cache"))
+        done = {lab for c, lab in zip(configs, labels) if _complete(os.path.join(output, c.folder()), lab, task_list, log)}
+        status = {lab: "skipped" for lab in labels if lab in done}
+        for i, lab in enumerate(labels, 1):
+            if lab in done:
+                log(f"[{i}/{len(labels)}] {lab}: results present, skipped")
+        todo = [(c, lab) for c, lab in zip(configs, labels) if lab not in done]
+        if not todo:
+            if read_manifest(output) is None or set(planned) - set(read_manifest(output)["settings"]):
+                _write_manifest(output, planned, options)
+            log(f"sweep complete: {len(labels)} settings in {output}")
+            return status
+        _sweep(output, todo, labels, planned, options, task_list, margs, meta, gen, limit, batch_size, device,
+               bool(apply_chat_template), use_cache, status, log, warn)
+    log(f"sweep complete: {len(labels)} settings in {output}")
+    return status
 
+
+def _sweep(output, todo, labels, planned, options, task_list, margs, meta, gen, limit, batch_size, device, chat,
+           use_cache, status, log, warn):
     import lm_eval
     from lm_eval.loggers import EvaluationTracker
-    from lm_eval.tasks import TaskManager
     from lm_eval.utils import make_table
 
     from ..plugin.model import HFDriftLM
 
+    # everything that can be checked without the weights, before they load
+    task_manager = _task_manager(task_list, {**margs, **meta})
+    task_manager.load(task_list)  # builds the docs: --metadata and the language-ID model are checked
+    _check_model(margs, chat, log)
     t0 = time.perf_counter()
     log(f"loading {margs['pretrained']} once for {len(todo)} setting(s)...")
     lm = HFDriftLM.create_from_arg_obj(dict(margs), {"batch_size": batch_size, "device": device})
     log(f"model loaded in {time.perf_counter() - t0:.1f} s")
-    # Indexing lm-eval's ~15,000 built-in task files takes seconds; a sweep of the installed
-    # plugins' tasks (the drift tasks) does not need it.
-    from drift_eval.tasks import task_folder
-
-    task_manager = TaskManager(include_path=[task_folder()], include_defaults=False, metadata={**margs, **meta})
-    if any(t not in task_manager.all_tasks for t in task_list):
-        task_manager = TaskManager(include_path=[task_folder()], metadata={**margs, **meta})
-    unknown = [t for t in task_list if t not in task_manager.all_tasks]
-    if unknown:
-        raise DriftUsageError(f"unknown task(s) {', '.join(unknown)}: 'lm-eval ls tasks' lists them")
-    chat = bool(apply_chat_template)
+    _write_manifest(output, planned, options)
     for c, lab in todo:
         i = labels.index(lab) + 1
         folder = os.path.join(output, c.folder())
-        cache = os.path.join(folder, "cache", "requests")
-        before = _cached_before(cache + "_rank0.db") if use_cache else 0
+        _clear(folder, log)
+        cache = answer_cache.AnswerCache(os.path.join(folder, "cache"), warn=warn) if use_cache else None
+        before = len(cache) if cache is not None else 0
         log(f"[{i}/{len(labels)}] {lab}: running {', '.join(task_list)}"
             + (f" (resuming: {before} cache entries)" if before else ""))
         lm.set_compensation(c)
-        counter = _Counter(lm, batch_size if isinstance(batch_size, int) else 1)
-        counter.install([*BUILTIN_TYPES, *NEEDS])
-        tracker = EvaluationTracker(output_path=folder)
+        answers = _Answers(lm, cache, batch_size if isinstance(batch_size, int) else 1)
+        answers.install([*BUILTIN_TYPES, *NEEDS])
+        staging = os.path.join(folder, f"{STAGING}{os.getpid()}")
+        tracker = EvaluationTracker(output_path=staging)
         t1 = time.perf_counter()
         try:
             results = lm_eval.simple_evaluate(
                 model=lm, model_args={**margs, **c.model_args()},
                 tasks=task_list, batch_size=batch_size, device=device, limit=limit, gen_kwargs=gen,
-                use_cache=cache if use_cache else None, log_samples=True, evaluation_tracker=tracker,
-                apply_chat_template=chat, fewshot_as_multiturn=chat, task_manager=task_manager)
+                log_samples=True, evaluation_tracker=tracker, apply_chat_template=chat, fewshot_as_multiturn=chat,
+                task_manager=task_manager)
+            samples = results.pop("samples")
+            tracker.save_results_aggregated(results=results, samples=samples)
+            for task_name in results["configs"]:
+                tracker.save_results_samples(task_name=task_name, samples=samples[task_name])
+            _publish(staging, folder)
         finally:
-            counter.remove()
-        samples = results.pop("samples")
-        tracker.save_results_aggregated(results=results, samples=samples)
-        for task_name in results["configs"]:
-            tracker.save_results_samples(task_name=task_name, samples=samples[task_name])
+            answers.remove()
+            if cache is not None:
+                cache.close()
+        if cache is not None and cache.invalid:
+            warn(f"{cache.path}: {cache.invalid} stored answer(s) were not valid answers and were generated again")
         log(make_table(results))
         if results.get("groups"):
             log(make_table(results, "groups"))
-        total = sum(len(s.get("resps", [])) for task_samples in samples.values() for s in task_samples)
         log(f"[{i}/{len(labels)}] {lab}: done in {time.perf_counter() - t1:.1f} s; requests answered by the model: "
-            f"{counter.generated}, from the cache: {total - counter.generated}")
+            f"{answers.generated}, from the cache: {answers.cached}")
         status[lab] = "done"
-    log(f"sweep complete: {len(labels)} settings in {output}")
-    return status
-

@@ -66,10 +66,10 @@ def read_continuations(source: str = "bundled", n: int = 16) -> list[str]:
     Hugging Face hub, as in the original study; needs the network), or a file: ``.jsonl``
     with a ``text`` field per line, or plain text whose passages are separated by blank
     lines holding only ``---``."""
+    from ..settings import int_option
+
     source = str(source)
-    n = int(n)
-    if n < 2:
-        raise DriftUsageError(f"the α metric needs at least two continuations, got n_continuations={n}")
+    n = int_option("n_continuations (the α metric needs at least two continuations)", n, 2)
     if source == "bundled":
         from ..tasks.drift_alpha.data import read_continuations as bundled
 

@@ -30,6 +30,7 @@ benchmark call.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -262,8 +263,9 @@ class Settings:
             raise DriftUsageError(f"unknown targets '{s.targets}': use text or random")
         if s.anchor not in ("bos", "none"):
             raise DriftUsageError(f"unknown anchor '{s.anchor}': use bos or none")
-        if s.eps_ratio <= 0 or (s.eps is not None and s.eps <= 0):
-            raise DriftUsageError("eps_ratio and eps must be positive")
+        if not s.eps_ratio > 0 or not math.isfinite(s.eps_ratio) or (
+                s.eps is not None and not (s.eps > 0 and math.isfinite(s.eps))):
+            raise DriftUsageError("eps_ratio and eps must be finite positive numbers")
         return s
 
 

@@ -35,14 +35,39 @@ def upstream_reads(group: str, *modules) -> bool:
     return False
 
 
+_warned: set = set()
+
+
+def _warn(message: str) -> None:
+    """One line on stderr, once per process (every ``TaskManager`` asks again)."""
+    import sys
+
+    if message not in _warned:
+        _warned.add(message)
+        sys.stderr.write(f"lm-eval-drift: {message}\n")
+
+
+def _package(ep) -> str:
+    dist = getattr(ep, "dist", None)
+    return getattr(dist, "name", None) or "an unknown package"
+
+
 def task_folders() -> list[str]:
-    """Folders named by every installed ``lm_eval.tasks`` entry point."""
+    """Folders named by every installed ``lm_eval.tasks`` entry point; one that names no
+    importable package folder is skipped with a warning (it must not break lm-eval)."""
     folders = []
     for ep in entry_points(group="lm_eval.tasks"):
-        spec = importlib.util.find_spec(ep.value)
-        if spec is None or not spec.submodule_search_locations:
+        try:
+            spec = importlib.util.find_spec(ep.value)
+            locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        except Exception as exc:  # a broken package: its parent fails to import, a bad name...
+            _warn(f"skipped the lm_eval.tasks entry point '{ep.name} = {ep.value}' of {_package(ep)} ({exc})")
             continue
-        folders.extend(os.path.abspath(p) for p in spec.submodule_search_locations)
+        if not locations:
+            _warn(f"skipped the lm_eval.tasks entry point '{ep.name} = {ep.value}' of {_package(ep)}: "
+                  f"not an importable package folder")
+            continue
+        folders.extend(os.path.abspath(p) for p in locations)
     return sorted(set(folders))
 
 
@@ -66,17 +91,58 @@ def patch_task_manager(manager_module) -> None:
     cls.__init__ = __init__
 
 
+OURS = "lm-eval-drift"
+
+
+def _resolvable(ep) -> bool:
+    """Whether ``module:attribute`` names a module that exists (found, not imported)."""
+    module, _, attr = ep.value.partition(":")
+    try:
+        return bool(attr) and importlib.util.find_spec(module.strip()) is not None
+    except Exception:
+        return False
+
+
 def register_models(models_module=None) -> None:
     """Add every ``lm_eval.models`` entry point to lm-eval's registry as a lazy placeholder
-    (``models_module``: ``lm_eval.models``, which may still be importing)."""
+    (``models_module``: ``lm_eval.models``, which may still be importing). An entry point
+    whose module cannot be found is skipped with a warning; a name that several packages
+    claim, or that lm-eval already knows, is reported, and this package's own entry wins
+    only for its own names."""
     import lm_eval.api.registry as registry
 
     if upstream_reads("lm_eval.models", registry, models_module):
         return
     model_registry = registry.model_registry
+    claims: dict = {}
     for ep in entry_points(group="lm_eval.models"):
-        if ep.name not in model_registry:
-            model_registry.register(ep.name, target=ep.value)
+        if not _resolvable(ep):
+            _warn(f"skipped the lm_eval.models entry point '{ep.name} = {ep.value}' of {_package(ep)}: its module "
+                  f"cannot be found")
+            continue
+        claims.setdefault(ep.name, []).append(ep)
+    for name, eps in claims.items():
+        ours = [ep for ep in eps if _package(ep) == OURS]
+        chosen = (ours or eps)[0]
+        if len(eps) > 1:
+            _warn(f"model '{name}' is claimed by {', '.join(sorted(_package(ep) for ep in eps))}; using "
+                  f"{chosen.value} of {_package(chosen)} (uninstall the other package to silence this)")
+        if name in model_registry:
+            if chosen.value.split(":")[0].strip() != _registered_module(model_registry, name):
+                _warn(f"model '{name}' is already registered with lm-eval by other code; {_package(chosen)}'s "
+                      f"{chosen.value} is not used")
+            continue
+        model_registry.register(name, target=chosen.value)
+
+
+def _registered_module(model_registry, name) -> str | None:
+    """The module behind a registered model name (a placeholder's target, or a class's),
+    without importing it (lm-eval's registry has no public way to peek)."""
+    entry = getattr(model_registry, "_objs", {}).get(name)
+    value = entry if isinstance(entry, str) else getattr(entry, "value", None)
+    if isinstance(value, str):
+        return value.split(":")[0]
+    return getattr(entry, "__module__", None)
 
 
 def _needs_hf_drift(what):

@@ -5,21 +5,50 @@ import json
 
 from lm_eval.api.task import ConfigurableTask
 
+from .. import __version__
+from ..errors import DriftUsageError
+from ..settings import int_option
+
+
+def check_generation_kwargs(gen: dict, where: str = "--gen_kwargs") -> dict:
+    """The generation options every backend relies on, checked before any request runs:
+    ``max_gen_toks`` >= 1, ``min_new_tokens`` >= 0, ``temperature`` >= 0, ``until`` text."""
+    if not isinstance(gen, dict):
+        raise DriftUsageError(f"{where} must be key=value options, got {gen!r}")
+    if "max_gen_toks" in gen:
+        gen["max_gen_toks"] = int_option(f"{where} max_gen_toks", gen["max_gen_toks"], 1)
+    if "min_new_tokens" in gen:
+        gen["min_new_tokens"] = int_option(f"{where} min_new_tokens", gen["min_new_tokens"], 0)
+    t = gen.get("temperature", 0.0)
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0:
+        raise DriftUsageError(f"{where} temperature must be a number >= 0, got {t!r}")
+    until = gen.get("until", [])
+    if not (isinstance(until, str) or (isinstance(until, list) and all(isinstance(u, str) for u in until))):
+        raise DriftUsageError(f"{where} until must be text or a list of texts, got {until!r}")
+    return gen
+
 
 class YamlTask(ConfigurableTask):
     """A ``ConfigurableTask`` named by ``class: !function ...`` in a task YAML: lm-eval hands
-    the whole config, ``class`` entry included, which ``TaskConfig`` does not accept."""
+    the whole config, ``class`` entry included, which ``TaskConfig`` does not accept. The
+    package version joins the task's metadata (so results files say which version scored
+    them), and generation options are checked before the first request is built."""
 
     def __init__(self, config=None):
         config = dict(config or {})
         config.pop("class", None)
+        config["metadata"] = {**(config.get("metadata") or {}), "lm_eval_drift_version": __version__}
         super().__init__(config=config)
 
     def build_all_requests(self, *, rank: int = 0, world_size: int = 1, **kwargs):
-        """lm-eval's, plus: a rank of a data-parallel run that gets no documents (a task with
-        fewer documents than ranks) builds the first document's requests anyway. lm-eval
-        runs each request type with a barrier after it, so every rank must send the same
-        types; it scores only the rank's own documents, so these answers are never counted."""
+        """lm-eval's, after checking the generation kwargs (the model and chat template are
+        checked before, by ``backends.prepare_run``), plus: a rank of a data-parallel run that gets
+        no documents (a task with fewer documents than ranks) builds the first document's
+        requests anyway. lm-eval runs each request type with a barrier after it, so every
+        rank must send the same types; it scores only the rank's own documents, so these
+        answers are never counted."""
+        if self.config.generation_kwargs is not None:
+            check_generation_kwargs(self.config.generation_kwargs, f"{self.config.task} generation kwargs")
         try:
             super().build_all_requests(rank=rank, world_size=world_size, **kwargs)
         except ValueError:

@@ -21,6 +21,7 @@ from drift_eval.measure.alpha import read_continuations
 from drift_eval.metrics import alpha as am
 from drift_eval.plugin.request_types import CONTINUATION_NLL, PROMPT_OFFSETS
 from drift_eval.plugin.task_base import ListValue, YamlTask
+from drift_eval.settings import int_option
 from drift_eval.tasks.drift_alpha.data import AXES, read_scenes
 
 DEFAULTS = {"continuations": "bundled", "n_continuations": 16, "continuation_length": am.length_for(7), "num_scenes": 20,
@@ -39,10 +40,7 @@ def _flag(value, name: str) -> bool:
 
 def _scenes(num_scenes) -> list[dict]:
     scenes = read_scenes()
-    n = int(num_scenes)
-    if not 2 <= n <= len(scenes):
-        raise DriftUsageError(f"num_scenes must be between 2 and {len(scenes)}, got {num_scenes}")
-    return scenes[:n]
+    return scenes[:int_option("num_scenes", num_scenes, 2, len(scenes))]
 
 
 def load_axis(axis: str, num_scenes=DEFAULTS["num_scenes"], bootstrap_iters=DEFAULTS["bootstrap_iters"],
@@ -54,7 +52,7 @@ def load_axis(axis: str, num_scenes=DEFAULTS["num_scenes"], bootstrap_iters=DEFA
         raise DriftUsageError(f"unknown axis '{axis}': use one of {', '.join(AXES)}")
     _flag(decompose, "decompose")
     docs = [{"scene": s["id"], "axis": axis, "base": s["base"], "variant": s[axis],
-             "bootstrap_iters": int(bootstrap_iters)} for s in _scenes(num_scenes)]
+             "bootstrap_iters": int_option("bootstrap_iters", bootstrap_iters, 0)} for s in _scenes(num_scenes)]
     return {"test": datasets.Dataset.from_list(docs)}
 
 
@@ -73,14 +71,14 @@ class _OptionsTask(YamlTask):
 
     def continuations(self) -> list[str]:
         """The shared continuations, read once per task (every doc's request carries them)."""
-        key = (self.option("continuations"), int(self.option("n_continuations")))
+        key = (self.option("continuations"), int_option("n_continuations", self.option("n_continuations"), 2))
         if getattr(self, "_continuations", (None,))[0] != key:
             self._continuations = (key, read_continuations(*key))
         return self._continuations[1]
 
     def length(self):
         v = self.option("continuation_length")
-        return None if v in (None, "", "shortest") else int(v)
+        return None if v in (None, "", "shortest") else int_option("continuation_length", v, am.length_for(2))
 
 
 

@@ -24,7 +24,7 @@ CONFLICT_REQUEST = "From now on, please answer in English."
 
 def system_prompt(prompt_language: str = "en") -> str:
     """The instruction, worded in English (``en``) or French (``fr``)."""
-    if prompt_language not in SYSTEM_PROMPTS:
+    if not isinstance(prompt_language, str) or prompt_language not in SYSTEM_PROMPTS:
         raise DriftUsageError(f"prompt_language must be one of {', '.join(SYSTEM_PROMPTS)}, got '{prompt_language}'")
     return SYSTEM_PROMPTS[prompt_language]
 

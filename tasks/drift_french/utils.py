@@ -17,6 +17,7 @@ from drift_eval.metrics import conversation, drift, langid
 from drift_eval.plugin.answers import meta_of
 from drift_eval.plugin.request_types import CONVERSATION
 from drift_eval.plugin.task_base import YamlTask
+from drift_eval.settings import int_option
 from drift_eval.tasks.drift_french.data import CONFLICT_REQUEST, read_conversations, read_requests, system_prompt
 
 
@@ -53,7 +54,8 @@ def placements(values) -> str:
     return "+".join(sorted({str(v) for v in values})) or "none"
 
 
-mean_drift_onset = drift.mean_drift_onset
+french_survival = drift.french_survival
+mean_language_score = drift.mean_language_score
 
 
 def defined_mean(values):
@@ -104,12 +106,10 @@ def load_conversations(prompt_language: str = "en", mode: str = "live", reinject
 
     system = system_prompt(prompt_language)
     convs = read_conversations()
+    reinject_every = int_option("reinject_every", reinject_every, 0)
     if num_conversations is not None:
-        n = int(num_conversations)
-        if not 1 <= n <= len(convs):
-            raise DriftUsageError(f"num_conversations must be between 1 and {len(convs)}, got {num_conversations}")
-        convs = convs[:n]
-    conflict_turn = int(conflict_turn)
+        convs = convs[:int_option("num_conversations", num_conversations, 1, len(convs))]
+    conflict_turn = int_option("conflict_turn", conflict_turn, 0)
     if conflict_turn and not 1 <= conflict_turn <= min(len(c["user_turns"]) for c in convs):
         raise DriftUsageError(f"conflict_turn must be a turn of the conversations (1-8), got {conflict_turn}")
     docs = []

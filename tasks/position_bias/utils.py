@@ -6,6 +6,7 @@ import json
 from drift_eval.errors import DriftUsageError
 from drift_eval.plugin.request_types import POSITION_PROFILE
 from drift_eval.plugin.task_base import YamlTask
+from drift_eval.settings import int_option
 
 ROLLOUTS = ("residual_aware", "attention_only", "abnar_zuidema")
 
@@ -14,9 +15,8 @@ def load_settings(length: int = 64, sequences: int = 8, **_metadata):
     """One doc: the sequence length and count (``--metadata '{"length": 32}'``)."""
     import datasets
 
-    if int(length) < 2 or int(sequences) < 1:
-        raise DriftUsageError(f"position_bias needs length >= 2 and sequences >= 1, got {length} and {sequences}")
-    return {"test": datasets.Dataset.from_list([{"length": int(length), "sequences": int(sequences)}])}
+    length, sequences = int_option("position_bias length", length, 2), int_option("position_bias sequences", sequences, 1)
+    return {"test": datasets.Dataset.from_list([{"length": length, "sequences": sequences}])}
 
 
 class PositionBiasTask(YamlTask):

@@ -1,0 +1,186 @@
+"""A candidate model against a baseline model, on the documents both runs share.
+
+* 0/1 per-sample metrics: the exact McNemar test on the discordant pairs; other per-sample
+  metrics (rates, per-turn values): the paired sign-flip permutation test; the difference
+  ``candidate − baseline`` with a seeded paired bootstrap 95% interval
+  (``drift_eval.metrics.stats.paired_difference``). Documents pair by ``doc_id`` and must
+  hold the same document (``doc_hash``) in both runs.
+* The **minimum detectable effect** (MDE): the smallest difference the test finds with 80%
+  power at this n (exact McNemar power at the observed discordance; the t approximation at
+  the observed spread otherwise). "No significant regression" means "no regression" only
+  when the MDE is below the regression one cares about.
+* Metrics without per-sample values in both runs (fitted α, runs without
+  ``--log_samples``): a z test on the two standard errors, and its MDE.
+
+``regression`` is the difference turned so that positive means the candidate is worse
+(by the metric's ``higher_is_better``). Pure Python and scipy, no torch.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import DriftUsageError
+from ..metrics import stats
+
+
+@dataclass(frozen=True)
+class Comparison:
+    task: str
+    metric: str
+    setting: str
+    candidate: str
+    baseline: str
+    candidate_value: float
+    baseline_value: float
+    difference: stats.PairedDifference
+    mde: float
+    higher_is_better: bool | None
+
+    @property
+    def n(self) -> int:
+        return self.difference.n
+
+    @property
+    def regression(self) -> tuple[float, float, float]:
+        """(value, lower, upper): how much worse the candidate is (positive = worse)."""
+        d = self.difference
+        if self.higher_is_better is False:
+            return (d.difference, d.lower, d.upper)
+        return (0.0 - d.difference, 0.0 - d.upper, 0.0 - d.lower)  # 0.0 - x: no "-0.0000" for no change
+
+    def where(self) -> str:
+        return f"{self.task}/{self.metric} under {self.setting}, {self.candidate} vs {self.baseline}"
+
+    def describe(self) -> str:
+        d = self.difference
+        ci = "" if math.isnan(d.lower) else f" (95% CI [{d.lower:+.4f}, {d.upper:+.4f}])"
+        mde = "none up to 1" if math.isinf(self.mde) else f"{self.mde:.4f}"
+        return (f"{self.where()}: {self.candidate_value:.4f} vs {self.baseline_value:.4f}, difference "
+                f"{d.difference:+.4f}{ci}, p {d.p_value:.4g} ({d.test}, n={d.n}), {d.verdict}; smallest difference "
+                f"detectable at 80% power: {mde}")
+
+    __repr__ = describe
+
+
+def _shared(a, b) -> list:
+    """Documents both metrics have, holding the same document (same ``doc_hash``) in both."""
+    keys = sorted(set(a.per_sample) & set(b.per_sample), key=repr)
+    ha, hb = a.doc_hashes or {}, b.doc_hashes or {}
+    return [k for k in keys if ha.get(k) is None or hb.get(k) is None or ha[k] == hb[k]]
+
+
+def compare_metric(candidate, baseline, task: str, metric: str, setting: str = "none",
+                   candidate_model: str | None = None, baseline_model: str | None = None) -> Comparison:
+    """``candidate`` and ``baseline``: loaded results (``Output``), possibly the same folder
+    with two model names."""
+    a = candidate.metric(task, metric, setting, model=candidate_model)
+    b = baseline.metric(task, metric, setting, model=baseline_model)
+    names = (a.model, b.model)
+    if not isinstance(a.value, float) or not isinstance(b.value, float):
+        raise DriftUsageError(f"{task}/{metric} is not a number in both runs: compare scalar metrics")
+    if a.per_sample and b.per_sample:
+        docs = _shared(a, b)
+        if not docs:
+            raise DriftUsageError(f"{task}/{metric} under {setting}: {names[0]} and {names[1]} share no document "
+                                  f"(same doc_id and doc_hash): compare runs of the same task and data")
+        x = [a.per_sample[k] for k in docs]
+        y = [b.per_sample[k] for k in docs]
+        diff = stats.paired_difference(x, y)
+        mde = stats.minimum_detectable_effect(x, y)
+        cv, bv = sum(x) / len(x), sum(y) / len(y)
+    elif all(isinstance(v, float) and math.isfinite(v) for v in (a.stderr, b.stderr)):
+        diff = stats.difference_from_errors(a.value, a.stderr, b.value, b.stderr, min(a.n or 0, b.n or 0))
+        mde = stats.mde_from_errors(a.stderr, b.stderr)
+        cv, bv = a.value, b.value
+    else:
+        raise DriftUsageError(f"{task}/{metric} under {setting} has neither logged samples nor a standard error in "
+                              f"both runs: rerun with --log_samples")
+    hib = a.higher_is_better if a.higher_is_better is not None else b.higher_is_better
+    return Comparison(task, metric, setting, names[0], names[1], cv, bv, diff, mde, hib)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A ``max_regression`` rule applied to a comparison: ``status`` is ``pass``, ``fail``
+    or ``underpowered``."""
+    status: str
+    message: str
+    comparison: Comparison
+
+
+def judge(c: Comparison, max_regression: float, on: str = "upper", underpowered: str = "fail") -> Judgement:
+    """The candidate fails when it is worse than the baseline beyond ``max_regression``:
+
+    1. the regression's lower 95% bound is above the tolerance: worse beyond it, whatever n;
+    2. otherwise, when the minimum detectable effect exceeds the tolerance, the sample
+       cannot resolve it: ``underpowered`` (``underpowered: warn`` notes it and goes on);
+    3. otherwise the regression's ``on`` value (``value``, ``lower`` or ``upper`` bound)
+       must not exceed the tolerance."""
+    if c.higher_is_better is None:
+        raise DriftUsageError(f"{c.task}/{c.metric} has no direction (higher_is_better): a regression rule needs one")
+    value, lower, upper = c.regression
+    observed = {"value": value, "lower": lower, "upper": upper}.get(on)
+    if observed is None:
+        raise DriftUsageError(f"'on' must be value, lower or upper, got {on!r}")
+    if math.isnan(observed):  # no interval (a single document): the point estimate
+        observed = value
+    tol = f"tolerance {max_regression:g}"
+    core = (f"regression {value:+.4f} (95% CI [{lower:+.4f}, {upper:+.4f}]), n={c.n}, "
+            f"p {c.difference.p_value:.4g} ({c.difference.test})")
+    facts = f"{core}, detectable at 80% power: {'none up to 1' if math.isinf(c.mde) else f'{c.mde:.4f}'}"
+    if lower > max_regression:
+        return Judgement("fail", f"{c.where()}: worse beyond the {tol}: {facts}", c)
+    note = ""
+    if c.mde > max_regression:
+        msg = (f"{c.where()}: underpowered: the smallest regression this sample detects at 80% power is "
+               f"{'above 1' if math.isinf(c.mde) else f'{c.mde:.4f}'}, above the {tol}, so a pass would not mean "
+               f"no regression ({core}); use more documents or a larger tolerance")
+        if underpowered != "warn":
+            return Judgement("underpowered", msg, c)
+        note = " [warning: underpowered, the pass or failure rests on too few documents]"
+    name = {"value": "regression", "lower": "lower 95% bound", "upper": "upper 95% bound"}[on]
+    if observed > max_regression:
+        return Judgement("fail", f"{c.where()}: {name} {observed:+.4f} > {tol}: {facts}{note}", c)
+    return Judgement("pass", f"{c.where()}: {name} {observed:+.4f} <= {tol}: {facts}{note}", c)
+
+
+def compared_metrics(candidate_run, baseline_run, headline_only: bool = False) -> list:
+    """(task, metric) pairs worth comparing between two runs, from the task YAMLs: each
+    group's aggregate metrics (the headline), then each task's ``key`` and ``summary``
+    metrics (every scalar metric but curves for a task without hints). ``headline_only``:
+    the groups' metrics, or the first ``summary`` metric when no group was run."""
+    from ..tasks import hinted, is_curve, metric_catalogue
+
+    cat = metric_catalogue()
+    out = []
+    for task, tr in candidate_run.tasks.items():
+        other = baseline_run.tasks.get(task)
+        if other is None or (headline_only and not tr.is_group):
+            continue
+        names = [] if tr.is_group else hinted(cat, task, "key", "summary")
+        names = names or [m for m, v in tr.values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+                          and not is_curve(cat, task, m)]
+        out += [(task, m) for m in names if m in tr.values and m in other.values]
+    if headline_only and not out:
+        out = [(t, ms[0]) for t in candidate_run.tasks if t in baseline_run.tasks
+               and (ms := [m for m in hinted(cat, t, "summary") if m in candidate_run.tasks[t].values])][:1]
+    return out
+
+
+def compare_models(candidate, baseline, candidate_model: str | None = None, baseline_model: str | None = None,
+                   headline_only: bool = False) -> list:
+    """Comparisons of every setting both models ran, on ``compared_metrics``; metrics that
+    cannot be compared (no samples nor standard errors, no shared document) are left out."""
+    cm, bm = candidate.model(candidate_model), baseline.model(baseline_model)
+    out = []
+    for setting in candidate.settings_of(cm):
+        base_run = baseline.runs.get((bm, setting))
+        if base_run is None:
+            continue
+        for task, metric in compared_metrics(candidate.runs[(cm, setting)], base_run, headline_only):
+            try:
+                out.append(compare_metric(candidate, baseline, task, metric, setting, cm, bm))
+            except DriftUsageError:
+                continue
+    return out

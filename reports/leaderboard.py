@@ -1,0 +1,167 @@
+"""``drift-eval leaderboard DIR... -o board.md|.csv|.json``: one row per (model, setting).
+
+Standard lm-eval results are the only input (any folders the results loader reads). The
+columns come from the task YAMLs (``drift_eval.tasks.metric_catalogue``): each group's
+aggregate metric (the headline, ``drift_score``), every metric hinted ``report: summary``
+(single-turn fully French and echo, multi-turn last-3 and all-turns French, leaks per 1000
+words), the per-turn French rate (first and last turn), and α (the median over the
+``drift_alpha_*`` axes present). Each value has its 95% interval (as in the report).
+
+Rows are ranked by the headline: a row's rank is 1 + the number of rows whose interval
+lies entirely above its own, so rows whose intervals overlap share a rank and are marked
+tied. Rows without the headline come last, unranked.
+"""
+from __future__ import annotations
+
+import math
+import os
+import statistics
+
+from ..decide.results import load_output
+from ..errors import DriftUsageError
+from ..tasks import FRENCH_TURN, metric_catalogue
+
+
+def columns(output) -> list:
+    """(task, metric, is_headline) of the leaderboard, present in ``output``, in order."""
+    cat = metric_catalogue()
+    present = {(t, m) for r in output.runs.values() for t, tr in r.tasks.items() for m in tr.values}
+    heads = [(t, m, True) for t, ms in cat.items() for m in ms if (t, m) in present and _is_group(output, t)]
+    summary = [(t, m, False) for t, ms in cat.items() for m, info in ms.items()
+               if info["report"] == "summary" and (t, m) in present]
+    return heads + summary
+
+
+def _is_group(output, task) -> bool:
+    return any(r.tasks[task].is_group for r in output.runs.values() if task in r.tasks)
+
+
+def _cell(output, run, task, metric) -> dict | None:
+    if task not in run.tasks or metric not in run.tasks[task].values:
+        return None
+    m = output.metric(task, metric, run.setting, run.model)
+    return {"value": m.value, "lower": m.lower, "upper": m.upper, "n": m.n} if isinstance(m.value, float) else None
+
+
+def _per_turn(run) -> dict | None:
+    for task, tr in run.tasks.items():
+        turns = sorted((int(x.group(1)), v) for k, v in tr.values.items()
+                       if (x := FRENCH_TURN.fullmatch(k)) and isinstance(v, (int, float)))
+        if turns:
+            return {"task": task, "first": float(turns[0][1]), "last": float(turns[-1][1]),
+                    "turns": [float(v) for _, v in turns]}
+    return None
+
+
+def _alpha(run) -> float | None:
+    values = [float(tr.values["alpha"]) for t, tr in run.tasks.items()
+              if t.startswith("drift_alpha_") and isinstance(tr.values.get("alpha"), (int, float))]
+    return statistics.median(values) if values else None
+
+
+def rows(output) -> tuple[list, list]:
+    """(columns, rows): rows ranked, each with ``rank`` and ``tied``."""
+    cols = columns(output)
+    out = []
+    for run in output.ordered_runs():
+        cells = {f"{t}/{m}": _cell(output, run, t, m) for t, m, _ in cols}
+        out.append({"model": run.model, "setting": run.setting, "cells": cells, "per_turn": _per_turn(run),
+                    "alpha_median": _alpha(run)})
+    head = next((f"{t}/{m}" for t, m, h in cols if h), None)
+
+    def bounds(row):
+        c = row["cells"].get(head) if head else None
+        if c is None:
+            return None
+        lo, hi = c["lower"], c["upper"]
+        return (c["value"], c["value"]) if math.isnan(lo) or math.isnan(hi) else (lo, hi)
+
+    for row in out:
+        b = bounds(row)
+        row["rank"] = None if b is None else 1 + sum(1 for o in out if bounds(o) and bounds(o)[0] > b[1])
+    for row in out:
+        row["tied"] = row["rank"] is not None and sum(o["rank"] == row["rank"] for o in out) > 1
+    out.sort(key=lambda r: (r["rank"] is None, r["rank"] or 0,
+                            -(r["cells"][head]["value"] if head and r["cells"].get(head) else 0)))
+    return cols, out
+
+
+def _fmt(c, d=3) -> str:
+    if c is None:
+        return "—"
+    ci = "" if math.isnan(c["lower"]) else f" [{c['lower']:.{d}f}, {c['upper']:.{d}f}]"
+    return f"{c['value']:.{d}f}{ci}"
+
+
+def markdown(output) -> str:
+    cols, rs = rows(output)
+    head = ["rank", "model", "setting", *[f"{t}/{m}" for t, m, _ in cols], "French per turn (first → last)",
+            "α median"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rs:
+        rank = "—" if r["rank"] is None else f"{r['rank']}{'=' if r['tied'] else ''}"
+        turn = "—" if r["per_turn"] is None else f"{r['per_turn']['first']:.3f} → {r['per_turn']['last']:.3f}"
+        alpha = "—" if r["alpha_median"] is None else f"{r['alpha_median']:.3f}"
+        cells = [_fmt(r["cells"][f"{t}/{m}"]) for t, m, _ in cols]
+        lines.append("| " + " | ".join(_md(x) for x in [rank, r["model"], r["setting"], *cells, turn, alpha]) + " |")
+    note = ("Ranked by the headline's 95% interval: rows that share a rank (marked =) overlap and are tied. "
+            "Intervals: Wilson for 0/1 per-sample values, a bootstrap of the mean otherwise, ±1.96·stderr without "
+            "logged samples.")
+    return "\n".join(["# Drift leaderboard", "", *lines, "", note, ""])
+
+
+def _md(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def records(output) -> list:
+    """Flat rows (one per leaderboard row) for CSV and JSON."""
+    cols, rs = rows(output)
+    out = []
+    for r in rs:
+        rec = {"rank": r["rank"], "tied": r["tied"], "model": r["model"], "setting": r["setting"]}
+        for t, m, _ in cols:
+            c = r["cells"][f"{t}/{m}"] or {}
+            for k in ("value", "lower", "upper", "n"):
+                v = c.get(k)
+                rec[f"{t}/{m}:{k}"] = None if isinstance(v, float) and math.isnan(v) else v
+        turns = (r["per_turn"] or {}).get("turns") or []
+        for i, v in enumerate(turns, 1):
+            rec[f"french_turn_{i}"] = v
+        rec["alpha_median"] = r["alpha_median"]
+        out.append(rec)
+    return out
+
+
+def write_leaderboard(roots: list, path: str | None, fmt: str | None = None) -> str:
+    """The leaderboard of ``roots`` as Markdown, CSV or JSON (``path``'s extension, or
+    ``fmt``); returns the text (and writes it when ``path`` is given)."""
+    import csv
+    import io
+    import json
+
+    from ..files import write_text_atomic
+
+    if fmt is None:
+        ext = os.path.splitext(path or "board.md")[1].lower()
+        fmt = {".md": "md", ".markdown": "md", ".csv": "csv", ".json": "json"}.get(ext)
+        if fmt is None:
+            raise DriftUsageError(f"cannot tell the leaderboard format from '{path}': end it in .md, .csv or .json, "
+                                  f"or pass --format")
+    output = load_output(*roots)
+    if fmt == "md":
+        text = markdown(output)
+    else:
+        recs = records(output)
+        if fmt == "json":
+            text = json.dumps({"rows": recs}, indent=2, ensure_ascii=False)
+        else:
+            buf = io.StringIO()
+            fields = list(dict.fromkeys(k for r in recs for k in r))
+            writer = csv.DictWriter(buf, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(recs)
+            text = buf.getvalue()
+    if path:
+        write_text_atomic(path, text)
+    return text

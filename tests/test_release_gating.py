@@ -1,0 +1,265 @@
+"""Release decisions against a baseline model (issue 13): runs keyed by (model, setting),
+readable model names, candidate vs baseline with paired tests and the minimum detectable
+effect, max_regression rules (planted regressions), compare and leaderboard commands,
+the pytest plugin's compare_to."""
+import csv
+import io
+import json
+import shutil
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from handmade_results import write_output, write_task_run
+
+pytest_plugins = ["pytester"]
+
+
+def _cli(capsys, *args):
+    from drift_eval.cli import main
+
+    rc = main([str(a) for a in args])
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+# ---------------------------------------------------------------------- the statistics
+def test_mcnemar_power_matches_enumeration():
+    from scipy.stats import binom, binomtest
+
+    from drift_eval.metrics import stats
+
+    def brute(n, psi, d):
+        q, total = (1 + d / psi) / 2, 0.0
+        for m in range(n + 1):
+            for b in range(m + 1):
+                if m and binomtest(b, m, 0.5).pvalue < 0.05:
+                    total += binom.pmf(m, n, psi) * binom.pmf(b, m, q)
+        return total
+
+    for n, psi, d in [(10, 0.5, 0.3), (20, 0.3, 0.2), (36, 0.1, 0.1), (8, 0.9, 0.5)]:
+        assert stats.mcnemar_power(n, psi, d) == pytest.approx(brute(n, psi, d), rel=1e-9)
+
+
+def test_minimum_detectable_effects_have_their_known_values():
+    from scipy.optimize import brentq
+    from scipy.stats import binom, norm
+
+    from drift_eval.metrics import stats
+
+    # no discordance observed: an effect d needs d of the pairs discordant, all one way, and
+    # the exact test rejects m one-way pairs from m = 6 (2 / 2^6 < 0.05): P(Bin(n, d) >= 6) = 0.8
+    for n in (36, 100):
+        expected = brentq(lambda d: binom.sf(5, n, d) - 0.8, 1e-6, 1)
+        assert stats.mde_binary(n, 0.0) == pytest.approx(expected, abs=1e-6)
+    assert stats.mde_binary(5, 0.5) == float("inf")  # five pairs can never be significant
+    assert stats.mde_binary(8, 1 / 8) > 0.5 > stats.mde_binary(400, 0.01)
+    # a mean: the noncentral t, which tends to (z_0.975 + z_0.8) sd / sqrt(n)
+    z = norm.ppf(0.975) + norm.ppf(0.8)
+    assert stats.mde_mean(4000, 2.0) == pytest.approx(z * 2.0 / 4000 ** 0.5, rel=2e-3)
+    assert stats.mde_mean(10, 1.0) > z / 10 ** 0.5
+    assert stats.mde_from_errors(0.03, 0.04) == pytest.approx(z * 0.05)
+    assert stats.minimum_detectable_effect([1, 0, 1, 1], [1, 1, 1, 1]) == stats.mde_binary(4, 0.25)
+
+
+# ---------------------------------------------------------------------- runs by (model, setting)
+def test_runs_are_keyed_by_model_and_setting(tmp_path):
+    from drift_eval.decide.results import load_output
+
+    root = tmp_path / "out"
+    write_output(root, settings=("none", "log:0.25"), model="alpha")
+    write_output(root, settings=("none",), model="beta", french_shift=3)
+    out = load_output(root)
+    assert out.models == ["alpha", "beta"] and out.labels == ["none", "log:0.25"]
+    assert out.settings_of("beta") == ["none"]
+    a, b = (out.metric("drift_french_single", "fully_french", "none", m) for m in ("alpha", "beta"))
+    assert (a.value, b.value) == (0.5, 0.35)
+    assert repr(b).startswith("drift_french_single/fully_french under none for beta: 0.3500")
+    with pytest.raises(SystemExit, match="holds results of 2 models \\(alpha, beta\\): name the one you mean"):
+        out.metric("drift_french_single", "fully_french", "none")
+    with pytest.raises(SystemExit, match="no results for setting 'log:0.25' of beta"):
+        out.metric("drift_french_single", "fully_french", "log:0.25", "beta")
+
+
+def test_two_runs_of_one_key_are_an_error_naming_both_files(tmp_path, capsys):
+    root = tmp_path / "out"
+    write_output(root, settings=("none",), date="2026-01-01T00-00-00.000000")
+    first = next(root.glob("none/*/results_*.json"))
+    write_output(root / "again", settings=("none",), date="2026-03-01T00-00-00.000000")  # the same run, rerun
+    second = next((root / "again").glob("none/*/results_*.json"))
+    rc, _, err = _cli(capsys, "report", root, "-o", tmp_path / "r.html")
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert f"two results for tiny under none, task drift_french_single: {first} and {second}; move one" in err
+
+
+@pytest.mark.parametrize("model_args, res, name", [
+    ({"pretrained": "/root/.cache/lm-eval-drift/gguf/SmolLM2-135M-Instruct.Q4_1-0932cb8f3d829473"}, {},
+     "SmolLM2-135M-Instruct.Q4_1"),
+    ({"pretrained": "/models/gguf-dir", "gguf_file": "Qwen2.5-0.5B-Instruct-Q8_0.gguf"}, {},
+     "Qwen2.5-0.5B-Instruct-Q8_0"),
+    ({"pretrained": "Qwen/Qwen2.5-0.5B-Instruct", "revision": "main"}, {}, "Qwen/Qwen2.5-0.5B-Instruct"),
+    ({"pretrained": "/data/models/smollm2-random-init/"}, {}, "smollm2-random-init"),
+    ({}, {"model_name": "EleutherAI/pythia-160m"}, "EleutherAI/pythia-160m"),
+])
+def test_models_get_readable_names(model_args, res, name):
+    from drift_eval.decide.results import model_name
+
+    assert model_name(model_args, {"config": {}, **res}) == name
+
+
+# ---------------------------------------------------------------------- planted regressions
+def _policy(tmp_path, text):
+    p = tmp_path / "gate.yaml"
+    p.write_text(text)
+    return p
+
+
+RULE = "rules:\n  - {task: drift_french_single, metric: fully_french, max_regression: 0.05, on: upper}\n"
+
+
+def test_the_gate_catches_a_planted_regression(tmp_path, capsys):
+    """36 documents: the baseline French on all, the candidate on 6 (30 flipped)."""
+    base = write_task_run(tmp_path / "release", "shipped", [1] * 36)
+    cand = write_task_run(tmp_path / "candidate", "new", [1] * 6 + [0] * 30)
+    policy = _policy(tmp_path, f"baseline: {base}\n" + RULE)
+    rc, out, err = _cli(capsys, "gate", cand, "--policy", policy, "--junit-xml", tmp_path / "gate.xml")
+    assert rc == 1, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("FAIL"))
+    assert ("drift_french_single/fully_french under none, new vs shipped: worse beyond the tolerance 0.05: "
+            "regression +0.8333") in line and "exact McNemar" in line
+    case = ET.parse(tmp_path / "gate.xml").getroot().find("testcase")
+    props = {p.get("name"): p.get("value") for p in case.find("properties")}
+    assert props["candidate"] == "new" and props["baseline"] == "shipped" and float(props["difference"]) == pytest.approx(-30 / 36)
+    assert float(props["p_value"]) == pytest.approx(2 * 0.5 ** 30) and props["n"] == "36"
+    assert line.endswith(case.find("failure").get("message"))
+    rc, out, _ = _cli(capsys, "compare", cand, base)
+    assert rc == 0 and "drift_french_single/fully_french" in out and "significant (exact McNemar)" in out
+
+
+def test_a_tiny_regression_on_eight_documents_is_underpowered(tmp_path, capsys):
+    base = write_task_run(tmp_path / "release", "shipped", [1] * 8)
+    cand = write_task_run(tmp_path / "candidate", "new", [1] * 7 + [0])
+    policy = _policy(tmp_path, f"baseline: {base}\n" + RULE)
+    rc, out, _ = _cli(capsys, "gate", cand, "--policy", policy, "--junit-xml", tmp_path / "gate.xml")
+    assert rc == 2
+    line = next(ln for ln in out.splitlines() if ln.startswith("UNDERPOWERED"))
+    assert "underpowered: the smallest regression this sample detects at 80% power is 0.8" in line
+    assert "so a pass would not mean no regression" in line and "0 passed, 0 failed, 1 underpowered" in out
+    assert ET.parse(tmp_path / "gate.xml").getroot().find("testcase/error").get("type") == "underpowered"
+    # underpowered: warn judges the rule anyway: the upper bound 0.375 is above 0.05
+    policy = _policy(tmp_path, f"baseline: {base}\nunderpowered: warn\n" + RULE)
+    rc, out, _ = _cli(capsys, "gate", cand, "--policy", policy)
+    assert rc == 1 and "[warning: underpowered" in out
+
+
+def test_a_large_sample_without_regression_passes(tmp_path, capsys):
+    values = [1] * 380 + [0] * 20
+    swapped = values[:]
+    swapped[0], swapped[-1] = 0, 1  # one document better, one worse: no regression
+    base = write_task_run(tmp_path / "release", "shipped", values)
+    cand = write_task_run(tmp_path / "candidate", "new", swapped)
+    rc, out, _ = _cli(capsys, "gate", cand, "--policy", _policy(tmp_path, f"baseline: {base}\n" + RULE))
+    assert rc == 0 and "upper 95% bound +0.0075 <= tolerance 0.05: regression +0.0000" in out, out
+
+
+def test_baseline_as_a_model_in_the_same_folder(tmp_path, capsys):
+    root = tmp_path / "board"
+    write_task_run(root, "shipped", [1] * 36)
+    write_task_run(root, "new", [1] * 6 + [0] * 30)
+    rc, out, _ = _cli(capsys, "gate", root, "--policy", _policy(tmp_path, RULE), "--baseline", "shipped")
+    assert rc == 1 and "new vs shipped" in out
+    rc, out, _ = _cli(capsys, "compare", "new", "shipped", "--in", root, "--format", "json")
+    [row] = json.loads(out)
+    assert row["difference"] == pytest.approx(-30 / 36) and row["verdict"] == "significant" and row["n"] == 36
+    rc, _, err = _cli(capsys, "gate", root, "--policy", _policy(tmp_path, RULE))
+    assert rc == 2 and "max_regression needs a baseline" in err
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("baseline: x\nrules:\n  - {task: t, metric: m, max_regression: -0.1}", "max_regression must be >= 0"),
+    ("rules:\n  - {task: t, metric: m, max_regression: 0.1, min: 0.5}", "needs min or max, or max_regression"),
+    ("underpowered: maybe\nrules:\n  - {task: t, metric: m, max_regression: 0.1}", "'underpowered' must be fail or warn"),
+    ("baseline: [a]\nrules:\n  - {task: t, metric: m, max_regression: 0.1}", "'baseline' must be a folder or a model"),
+    ("rules:\n  - {task: t, metric: m, min: 0.1}\nthreshold: 2", "has unknown key(s) threshold"),
+])
+def test_bad_baseline_policies_are_unusable(tmp_path, capsys, text, needle):
+    root = write_task_run(tmp_path / "c", "new", [1] * 8)
+    rc, _, err = _cli(capsys, "gate", root, "--policy", _policy(tmp_path, text))
+    assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_documents_pair_only_when_they_are_the_same(tmp_path):
+    from drift_eval.decide.compare import compare_metric
+    from drift_eval.decide.results import load_output
+
+    base = write_task_run(tmp_path / "release", "shipped", [1] * 10)
+    cand = write_task_run(tmp_path / "candidate", "new", [0] * 10)
+    [samples] = (tmp_path / "candidate" / "new").glob("samples_*.jsonl")
+    lines = [json.loads(x) for x in samples.read_text().splitlines()]
+    for s in lines[:4]:
+        s["doc_hash"] = "another document"
+    samples.write_text("".join(json.dumps(s) + "\n" for s in lines))
+    c = compare_metric(load_output(cand), load_output(base), "drift_french_single", "fully_french")
+    assert c.n == 6 and c.difference.difference == -1.0
+
+
+# ---------------------------------------------------------------------- leaderboard
+def test_leaderboard_ranks_rows_and_marks_ties(tmp_path, capsys):
+    root = tmp_path / "out"
+    write_output(root, settings=("none", "log:0.25"), model="alpha")
+    write_output(root, settings=("none",), model="beta", french_shift=9)
+    rc, out, _ = _cli(capsys, "leaderboard", root)
+    lines = [ln for ln in out.splitlines() if ln.startswith("| ")]
+    header = lines[0].split(" | ")
+    assert header[:4] == ["| rank", "model", "setting", "drift_french/drift_score"]
+    assert {"drift_french_single/fully_french", "drift_french_single/echo_rate", "drift_french_multiturn/last3_french",
+            "French per turn (first → last)", "α median |"} <= set(header)
+    assert "drift_french_multiturn/leak_per_1000" not in header  # not in these results
+    ranks = [(ln.split(" | ")[0][2:], ln.split(" | ")[1], ln.split(" | ")[2]) for ln in lines[1:]]
+    # drift_score: alpha/log:0.25 20+4 of 24 [0.69, 0.95]; alpha/none 10/24 [0.24, 0.61]; beta/none 1/24 [0.01, 0.20]
+    assert ranks == [("1", "alpha", "log:0.25"), ("2", "alpha", "none"), ("3", "beta", "none")]
+    # gamma: 12 + 4 of 24 [0.47, 0.82]: below alpha/log:0.25, overlapping alpha/none: tied with it
+    write_output(tmp_path / "more", settings=("const:0.25",), model="gamma")
+    rc, _, _ = _cli(capsys, "leaderboard", root, tmp_path / "more", "-o", tmp_path / "board.csv")
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "board.csv").read_text())))
+    assert [(r["model"], r["setting"], r["rank"], r["tied"]) for r in rows] == [
+        ("alpha", "log:0.25", "1", "False"), ("gamma", "const:0.25", "2", "True"), ("alpha", "none", "2", "True"),
+        ("beta", "none", "4", "False")]
+    assert float(rows[0]["drift_french/drift_score:value"]) == pytest.approx(24 / 24)
+    assert float(rows[2]["french_turn_8"]) == 0.0 and rows[0]["alpha_median"] == "0.5"
+    rc, _, _ = _cli(capsys, "leaderboard", root, "-o", tmp_path / "board.json")
+    assert json.loads((tmp_path / "board.json").read_text())["rows"][0]["model"] == "alpha"
+
+
+# ---------------------------------------------------------------------- pytest plugin
+GATES = '''
+import os
+
+BASE = os.environ["BASELINE_DIR"]
+
+def test_no_large_regression(drift_results):
+    drift_results.compare_to(BASE, "drift_french_single", "fully_french", max_regression=0.05)
+
+def test_comparison_reads_well(drift_results):
+    c = drift_results.compare_to(BASE, "drift_french_single", "fully_french")
+    assert c.difference.difference >= 0, c
+'''
+
+
+def test_pytest_plugin_compares_to_a_baseline(tmp_path, pytester, monkeypatch):
+    base = write_task_run(tmp_path / "release", "shipped", [1] * 36)
+    monkeypatch.setenv("BASELINE_DIR", str(base))
+    pytester.makepyfile(test_release=GATES)
+    bad = write_task_run(tmp_path / "bad", "new", [1] * 6 + [0] * 30)
+    r = pytester.runpytest("--drift-results", bad, "-p", "no:cacheprovider")
+    r.assert_outcomes(failed=2)
+    assert "worse beyond the tolerance 0.05" in r.stdout.str() and r.ret == 1
+    assert "drift_french_single/fully_french under none, new vs shipped: 0.1667 vs 1.0000, difference -0.8333" \
+        in r.stdout.str()
+    small = write_task_run(tmp_path / "small", "new", [1] * 35 + [0])
+    shutil.rmtree(tmp_path / "release")
+    write_task_run(tmp_path / "release", "shipped", [1] * 36)
+    r = pytester.runpytest("--drift-results", small, "-p", "no:cacheprovider")
+    r.assert_outcomes(failed=1, errors=1)  # underpowered is an error; the plain comparison a failure
+    assert "unusable drift results: drift_french_single/fully_french under none, new vs shipped: underpowered" \
+        in r.stdout.str() and r.ret == 2
