@@ -62,6 +62,20 @@ def _positive(text):
     return v
 
 
+def _model_options(p, random_init: bool = False) -> None:
+    """The options naming the model a measurement loads (one place for every subcommand)."""
+    p.add_argument("--model", help="model folder (default: the bundled SmolLM2-135M-Instruct)")
+    p.add_argument("--gguf-file", help="GGUF file inside --model")
+    if random_init:
+        p.add_argument("--random-init", action="store_true", help="measure the untrained twin (same config, seed 0)")
+
+
+def _scene_options(p) -> None:
+    """The bundled scene set's options (alpha, decode)."""
+    p.add_argument("--scenes", type=_whole(1), default=20, help="bundled scenes to use (default 20)")
+    p.add_argument("--axes", default="detail,paraphrase,genre,translation", help="bundled variant axes (default: all four)")
+
+
 def _demo(args) -> int:
     import datetime
 
@@ -441,8 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("model-path", help="print the bundled demo model's safetensors folder")
     m.set_defaults(func=_model_path)
     pb = sub.add_parser("position-bias", help="rollout-predicted vs gradient influence profiles")
-    pb.add_argument("--model", help="model folder (default: the bundled SmolLM2-135M-Instruct)")
-    pb.add_argument("--gguf-file", help="GGUF file inside --model")
+    _model_options(pb)
     pb.add_argument("--text", help="UTF-8 text to cut into sequences (default: the shipped prose)")
     pb.add_argument("--length", type=_whole(2), default=64, help="tokens per sequence (default 64)")
     pb.add_argument("--sequences", type=_whole(1), default=8, help="number of sequences (default 8)")
@@ -450,8 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--json", action="store_true", help="print profiles and comparisons as JSON")
     pb.set_defaults(func=_position_bias)
     ac = sub.add_parser("accessibility", help="cramming capacity: n50 against soft-prompt size m, and the bound")
-    ac.add_argument("--model", help="model folder (default: the bundled SmolLM2-135M-Instruct)")
-    ac.add_argument("--gguf-file", help="GGUF file inside --model")
+    _model_options(ac)
     ac.add_argument("--ms", default="1,2,4", help="soft-vector counts m, comma-separated (default 1,2,4)")
     ac.add_argument("--lengths", default="2,4,8,16", help="target lengths n in tokens, comma-separated (default 2,4,8,16)")
     ac.add_argument("--strings", type=_whole(1), default=4, help="target strings per length (default 4)")
@@ -513,15 +525,11 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument("--format", choices=("md", "csv", "json"), help="override the format implied by the file name")
     lb.set_defaults(func=_leaderboard)
     al = sub.add_parser("alpha", help="hidden-state prompt-forgetting exponents (alpha, beta) per layer")
-    al.add_argument("--model", help="model folder (default: the bundled SmolLM2-135M-Instruct)")
-    al.add_argument("--gguf-file", help="GGUF file inside --model")
-    al.add_argument("--random-init", action="store_true", help="measure the untrained twin (same config, seed 0)")
+    _model_options(al, random_init=True)
     al.add_argument("--prompt-a", help="file with the base prompt x (with --prompt-b; default: the bundled scenes)")
     al.add_argument("--prompt-b", help="file with the variant prompt x'")
     al.add_argument("--axis", default="detail", help="label for the --prompt-a/--prompt-b pair (default detail)")
-    al.add_argument("--scenes", type=_whole(1), default=20, help="bundled scenes to use (default 20)")
-    al.add_argument("--axes", default="detail,paraphrase,genre,translation",
-                    help="bundled variant axes (default: all four)")
+    _scene_options(al)
     al.add_argument("--continuations", default="bundled",
                     help="bundled, wikitext (needs the network) or a .jsonl/.txt file (default bundled)")
     al.add_argument("--n-continuations", type=_whole(2), default=16, help="continuations to use (default 16)")
@@ -538,12 +546,8 @@ def build_parser() -> argparse.ArgumentParser:
     al.add_argument("--json", action="store_true", help="print everything (curves included) as JSON")
     al.set_defaults(func=_alpha)
     dc = sub.add_parser("decode", help="what free generations still carry of the prompt (probe, text, language)")
-    dc.add_argument("--model", help="model folder (default: the bundled SmolLM2-135M-Instruct)")
-    dc.add_argument("--gguf-file", help="GGUF file inside --model")
-    dc.add_argument("--random-init", action="store_true", help="measure the untrained twin (same config, seed 0)")
-    dc.add_argument("--scenes", type=_whole(1), default=20, help="bundled scenes to use (default 20)")
-    dc.add_argument("--axes", default="detail,paraphrase,genre,translation",
-                    help="bundled variant axes (default: all four)")
+    _model_options(dc, random_init=True)
+    _scene_options(dc)
     dc.add_argument("--samples", type=int, default=32, help="trajectories per prompt (default 32)")
     dc.add_argument("--length", type=int, default=512, help="generated tokens per trajectory (default 512)")
     dc.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0)")
