@@ -204,8 +204,8 @@ _NAME_RE = re.compile(r"(?<=[\w,;] )[A-ZÀ-Ý][\w'’-]*")  # capitalised inside
 class SegmentRule:
     """The decision rule for one segment's language (docs/metrics.md, "Language ID"); its
     defaults are the values validated on ``tests/data/langid_segments.jsonl``."""
-    function_share: float = 0.12    # French function words among the words: French grammar
-    function_ratio: float = 2.0     # ... and at least this many times the English ones
+    function_share: float = 0.12    # French (English) function words among the words: French (English) grammar
+    function_ratio: float = 2.0     # ... and at least this many times the other language's
     margin: float = 0.0             # target in fastText's top 3 within this of the top label
     degenerate: float = 0.5         # a segment whose word 4-grams are this repeated is a loop
     low_confidence: float = 0.6     # a loop labelled with a third language below this: unknown
@@ -263,6 +263,8 @@ def label_segments(pieces: list[str], target: str = "fr", rule: SegmentRule = Se
             decided, reason = target, "function_words"
         elif target_score and score - target_score <= rule.margin:
             decided, reason = target, "margin"
+        elif target == "fr" and lang != "en" and en >= rule.function_share * len(ws) and en >= rule.function_ratio * max(fr, 1):
+            decided, reason = "en", "function_words"  # English grammar that fastText calls a third language
         elif loop >= rule.degenerate and lang not in (target, "en") and score < rule.low_confidence:
             decided, reason = UNKNOWN, "loop"
         else:

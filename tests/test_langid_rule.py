@@ -40,15 +40,25 @@ def test_french_grammar_overrules_a_foreign_top_label():
 
 
 def test_a_low_confidence_third_language_inside_a_loop_is_unknown():
-    """An English list repeated is Cebuano to fastText (0.52): a loop, so unknown, not a switch."""
-    loop = "- 200g of fresh basil leaves\n" * 12
+    """A French loop from a SmolLM2 answer is Spanish to fastText (0.22): a loop, so unknown,
+    not a switch."""
+    loop = "La nourir de la mer cérébro:\n\n" * 12
     [label] = langid.label_segments([loop])
-    assert label.fasttext == "ceb" and label.score < langid.SegmentRule.low_confidence
+    assert label.fasttext == "es" and label.score < langid.SegmentRule.low_confidence
     assert label.degenerate >= langid.SegmentRule.degenerate
     assert (label.lang, label.reason) == (langid.UNKNOWN, "loop")
+
+
+def test_english_grammar_overrules_a_third_language_top_label():
+    """An English list repeated is Cebuano to fastText (0.52): English by its function words,
+    so the answer counts as having left French, loop or not."""
+    loop = "- 200g of fresh basil leaves\n" * 12
+    [label] = langid.label_segments([loop])
+    assert label.fasttext == "ceb" and label.degenerate >= langid.SegmentRule.degenerate
+    assert (label.lang, label.reason) == ("en", "function_words")
     [fresh] = langid.label_segments(["- 200g of fresh basil leaves\n- 3 cloves of garlic, crushed\n"
                                      "- 50g of toasted pine nuts\n- 100ml of good olive oil\n"])
-    assert fresh.lang != langid.UNKNOWN  # the same kind of list, not looping: fastText decides
+    assert fresh.lang == "en"
 
 
 @pytest.mark.parametrize("text, lang", [

@@ -259,7 +259,7 @@ def _check_samples(samples: list, path: str, task: str, n_samples: dict, metrics
             raise _damaged(path, f"line {i} repeats doc_id {doc}")
         seen.add(doc)
         for m in metrics:
-            if m in s:
+            if m in s and s[m] is not None:  # null: the value is not defined for this sample
                 kind = _kind(s[m])
                 first = kinds.setdefault(m, (kind, i))
                 if first[0] != kind:
