@@ -316,7 +316,7 @@ def _runs(rep: Report) -> dict:
                 tables.append({"task": task, "is_group": tr.is_group, "rows": rows, "n": tr.n,
                                "samples": bool(tr.samples)})
             excerpts += _excerpts(tr)
-        blocks.append({"title": rep.name(run), "model": run.provenance.get("pretrained", run.model),
+        blocks.append({"title": rep.name(run), "model": run.model,  # the readable name; the path is in Provenance
                        "tables": tables, "excerpts": excerpts})
     return {"blocks": blocks}
 
