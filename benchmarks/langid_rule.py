@@ -1,9 +1,13 @@
 """Precision and recall of the language-ID rule for "this segment left French" on the
 hand-labelled set (tests/data/langid_segments.jsonl), against plain fastText.
 
-    python benchmarks/langid_rule.py [--json benchmarks/results/langid_rule.json]
+    python benchmarks/langid_rule.py [--json benchmarks/results/langid_rule.json] [--runs DIR ...]
 
 Each text is scored whole, as one segment. "Left French" = a known label other than fr.
+``--runs`` also shows the rule's effect on real runs: every ``drift_french_single`` answer
+logged under DIR (lm-eval or ``drift-eval sweep`` output) is segmented as the task does and
+scored twice, with the rule and with plain fastText labels, and the answers whose
+``fully_french`` or ``starts_french`` differ are counted and listed.
 """
 from __future__ import annotations
 
@@ -22,10 +26,49 @@ DECIDERS = {
 }
 
 
+def _answers(folder: str):
+    """(run file, doc_id, answer text) of every drift_french_single sample under ``folder``."""
+    import glob
+
+    for path in sorted(glob.glob(os.path.join(folder, "**", "samples_drift_french_single_*.jsonl"), recursive=True)):
+        for s in read_jsonl(path, "samples file", required=("doc_id", "resps")):
+            text = s["resps"][0][0] if isinstance(s["resps"][0], list) else s["resps"][0]
+            yield os.path.relpath(path, folder), s["doc_id"], text
+
+
+def effect_on_runs(folders) -> dict:
+    """Per-answer ``fully_french`` / ``starts_french`` with the rule and with plain fastText."""
+    out = {}
+    for folder in folders:
+        rows = []
+        for path, doc, text in _answers(folder):
+            pieces = langid.segments(text, 128)
+            rule = [x.lang for x in langid.label_segments(pieces, "fr")]
+            plain = [p.lang for p in langid.identify_many(pieces)]
+            score = {}
+            for name, labels in (("rule", rule), ("plain_fasttext", plain)):
+                known = [x for x in labels if x != langid.UNKNOWN]
+                score[name] = {"fully_french": bool(known) and all(x == "fr" for x in known),
+                               "starts_french": bool(known) and known[0] == "fr"}
+            rows.append({"file": path, "doc_id": doc, **score,
+                         "differs": score["rule"] != score["plain_fasttext"]})
+        n = len(rows)
+        summary = {name: {m: sum(r[name][m] for r in rows) for m in ("fully_french", "starts_french")}
+                   for name in ("rule", "plain_fasttext")}
+        out[folder] = {"answers": n, **summary, "differ": [r for r in rows if r["differs"]]}
+        print(f"{folder}: {n} answers; fully_french rule {summary['rule']['fully_french']} / plain "
+              f"{summary['plain_fasttext']['fully_french']}; starts_french rule {summary['rule']['starts_french']} "
+              f"/ plain {summary['plain_fasttext']['starts_french']}; {len(out[folder]['differ'])} answers differ")
+        for r in out[folder]["differ"]:
+            print(f"    {r['file']} doc {r['doc_id']}: rule {r['rule']}, plain {r['plain_fasttext']}")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=DATA)
     ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--runs", nargs="*", default=[], help="results folders whose single-turn answers to rescore")
     args = ap.parse_args()
     rows = read_jsonl(args.data, "labelled segment file", required=("text", "left_french", "category"))
     out = {"rule_settings": asdict(langid.SegmentRule())}
@@ -39,6 +82,8 @@ def main():
               f"(tp {res['tp']}, fp {res['fp']}, fn {res['fn']}, tn {res['tn']}; {res['n']} segments)")
         for e in res["errors"]:
             print(f"    {e['id']} ({e['category']}): predicted left_french={e['predicted_left_french']}")
+    if args.runs:
+        out["runs"] = effect_on_runs(args.runs)
     if args.json:
         write_json_atomic(args.json, out, indent=2)
 
