@@ -1,0 +1,108 @@
+"""The behavioural runs at the protocol's own size: publish them and tabulate them.
+
+The runs themselves are ``drift-eval sweep`` commands (resumable; docs/results/README.md
+lists them with their wall-clock times). This script does the two steps after:
+
+    python benchmarks/protocol_runs.py publish RUN_FOLDER docs/results/NAME
+        copies every results file, and every samples file with its answers cut to an
+        excerpt (per-sample metrics and language timelines kept whole, so the report and
+        the paired tests can be rebuilt from what is committed);
+    python benchmarks/protocol_runs.py table docs/results/NAME [...] [--task T --metrics a,b]
+        prints a Markdown table per setting: each metric with its 95% interval, and the
+        paired difference against ``none`` (interval, p, test) on the same documents.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+
+from drift_eval.decide.results import load_output
+from drift_eval.files import read_jsonl, write_text_atomic
+
+EXCERPT = 1200  # characters of each answer kept: the start, where compliance shows first
+
+
+def _cut(resps):
+    if isinstance(resps, str):
+        return resps if len(resps) <= EXCERPT else resps[:EXCERPT] + f" [... {len(resps) - EXCERPT} more characters]"
+    if isinstance(resps, list):
+        return [_cut(r) for r in resps]
+    return resps
+
+
+def publish(src: str, dest: str) -> None:
+    for path in sorted(glob.glob(os.path.join(src, "**", "*.json*"), recursive=True)):
+        rel = os.path.relpath(path, src)
+        if "/cache/" in f"/{rel}" or ".partial" in rel or rel.endswith(".damaged"):
+            continue
+        target = os.path.join(dest, rel)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        name = os.path.basename(path)
+        if name.startswith("samples_") and name.endswith(".jsonl"):
+            rows = read_jsonl(path, "samples file")
+            for r in rows:
+                r.pop("arguments", None)  # the rendered prompt: in the task's data already
+                r["resps"] = _cut(r.get("resps"))
+                r["filtered_resps"] = _cut(r.get("filtered_resps"))
+            write_text_atomic(target, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        else:
+            shutil.copyfile(path, target)
+        print(target)
+
+
+def _fmt(v, digits=3):
+    return "—" if not isinstance(v, (int, float)) or v != v else f"{v:.{digits}f}"
+
+
+def table(folders, task: str, metrics: list[str]) -> str:
+    out = load_output(*folders, allow_partial=True)
+    lines = ["| setting | " + " | ".join(f"{m} [95%]" for m in metrics) + " | " +
+             " | ".join(f"Δ {m} vs none [95%], p" for m in metrics[:2]) + " |",
+             "|---|" + "---|" * (len(metrics) + min(2, len(metrics)))]
+    for run in out.ordered_runs():
+        if task not in run.tasks:
+            continue
+        cells = []
+        for m in metrics:
+            if m not in run.tasks[task].values:
+                cells.append("—")
+                continue
+            x = out.metric(task, m, run.setting, run.model)
+            cells.append(f"{_fmt(x.value)} [{_fmt(x.lower, 2)}, {_fmt(x.upper, 2)}]")
+        for m in metrics[:2]:
+            d = None
+            if run.setting != "none" and m in run.tasks[task].values:
+                try:
+                    d = out.compare(task, m, run.setting, "none", run.model)
+                except Exception as exc:  # a setting without a none run beside it
+                    d = None
+                    print(f"note: {run.setting} {m}: {exc}")
+            cells.append("—" if d is None else
+                         f"{d.difference:+.3f} [{d.lower:+.2f}, {d.upper:+.2f}], p {d.p_value:.2g}")
+        lines.append(f"| {run.setting} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("publish")
+    p.add_argument("src")
+    p.add_argument("dest")
+    t = sub.add_parser("table")
+    t.add_argument("folders", nargs="+")
+    t.add_argument("--task", default="drift_french_single")
+    t.add_argument("--metrics", default="fully_french,drift_given_start,starts_french,degenerate_share,lcb_lpr,"
+                                        "fully_french_before_end,natural_end_share")
+    args = ap.parse_args()
+    if args.cmd == "publish":
+        publish(args.src, args.dest)
+    else:
+        print(table(args.folders, args.task, [m for m in args.metrics.split(",") if m]))
+
+
+if __name__ == "__main__":
+    main()
