@@ -9,9 +9,10 @@ which other processes do not inflate; a setting's ratio is the median over round
 (stock time / its time). Goal: >= 0.97.
 
 Part ``sweep``: ``--requests`` requests of drift_french_single at ``--sweep-tokens``
-forced tokens through lm-eval (``simple_evaluate`` with hf-drift, answer cache on, as
-``drift-eval sweep`` runs it) against raw batched ``model.generate`` on the same rendered
-prompts with the same batch size, alternating. Goal: >= 0.8.
+forced tokens through ``drift-eval sweep`` itself (``run_sweep`` into a fresh folder: model
+load, lm-eval, the answer cache, scoring and files included) against raw batched
+``model.generate`` on the same rendered prompts with the same batch size, alternating.
+Goal: >= 0.8.
 
     python benchmarks/long_generation_speed.py --part generation --rounds 3
     python benchmarks/long_generation_speed.py --part sweep --rounds 2
@@ -95,14 +96,10 @@ def part_generation(args) -> dict:
 
 
 def part_sweep(args) -> dict:
-    import lm_eval
-    from lm_eval.tasks import TaskManager
-
+    from drift_eval.decide.sweep import run_sweep
     from drift_eval.plugin.model import HFDriftLM
-    from drift_eval.tasks import task_folder
 
     lm = HFDriftLM(pretrained=smollm2_dir(), device="cpu", batch_size=args.batch_size)
-    tm = TaskManager(include_path=[task_folder()], include_defaults=False)
     docs = read_requests()[: args.requests]
     prompts = [lm.apply_chat_template([{"role": "system", "content": system_prompt("en")},
                                        {"role": "user", "content": d["request"]}]) for d in docs]
@@ -112,11 +109,9 @@ def part_sweep(args) -> dict:
         for which in (("sweep", "raw_generate") if r % 2 == 0 else ("raw_generate", "sweep")):
             t0 = time.process_time()
             if which == "sweep":
-                with tempfile.TemporaryDirectory() as tmp:  # a fresh answer cache: every answer generated
-                    lm_eval.simple_evaluate(model=lm, tasks=["drift_french_single"], limit=args.requests,
-                                            gen_kwargs=f"max_gen_toks={args.sweep_tokens}", batch_size=args.batch_size,
-                                            use_cache=os.path.join(tmp, "cache"), log_samples=True,
-                                            apply_chat_template=True, fewshot_as_multiturn=True, task_manager=tm)
+                with tempfile.TemporaryDirectory() as tmp:  # a fresh folder: every answer generated, model load included
+                    run_sweep(os.path.join(tmp, "out"), "none", "drift_french_single", limit=args.requests,
+                              gen_kwargs=f"max_gen_toks={args.sweep_tokens}", batch_size=args.batch_size)
             else:
                 for b in range(0, len(prompts), args.batch_size):
                     enc = tok(prompts[b:b + args.batch_size], return_tensors="pt", padding=True, add_special_tokens=False)
@@ -149,7 +144,10 @@ def main():
     torch.set_num_threads(args.threads)
     result = part_generation(args) if args.part == "generation" else part_sweep(args)
     old = read_json(args.out) if os.path.isfile(args.out) else {}
-    old[args.part] = {"command": f"python benchmarks/long_generation_speed.py --part {args.part} --rounds {args.rounds}",
+    import shlex
+    import sys
+
+    old[args.part] = {"command": "python benchmarks/long_generation_speed.py " + shlex.join(sys.argv[1:]),
                       "threads": args.threads, "clock": "process CPU time", "torch": torch.__version__,
                       "model": "SmolLM2-135M-Instruct (float32, CPU)", "results": result}
     write_json_atomic(args.out, old, indent=2)
