@@ -95,7 +95,8 @@ def test_decode_cli_resumes_from_its_output(tiny_model_dir, tmp_path):
 @pytest.mark.parametrize("args, needle", [
     (["--samples", "3"], "samples must be at least folds (5)"),
     (["--axes", "colour"], "--axes takes names from"),
-    (["--scenes", "0"], "--scenes must be between 1 and 20"),
+    (["--scenes", "0"], "argument --scenes: must be a whole number >= 1, got 0"),
+    (["--scenes", "21"], "--scenes must be between 1 and 20"),
     (["--temperature", "0"], "temperature must be above 0"),
     (["--compensation", "loud"], "unknown compensation 'loud'"),
 ])

@@ -298,9 +298,11 @@ def _task_results(res: dict, path: str, date: str) -> tuple[dict, list]:
                 if stderrs.get(metric) is None and _float(values.get(f"{metric}_se")) is not None:
                     stderrs[metric] = _float(values[f"{metric}_se"])
             n = (n_samples.get(name) or {}).get("effective")
+            subtasks = list((res.get("group_subtasks") or {}).get(name) or [])
+            # a group without aggregate metrics (drift_alpha, drift_decode) is not in "groups",
+            # only in "group_subtasks"; it logs no samples of its own
             tr = TaskResult(name, values, stderrs, n, dict(hib_all.get(name) or {}),
-                            is_group=section == "groups" or name in groups,
-                            subtasks=list((res.get("group_subtasks") or {}).get(name) or []))
+                            is_group=section == "groups" or name in groups or bool(subtasks), subtasks=subtasks)
             if section == "groups" and name in out:  # lm-eval lists groups in both sections
                 out[name].is_group = True
                 continue
