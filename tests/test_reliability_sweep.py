@@ -292,3 +292,30 @@ def test_a_damaged_calibration_cache_is_rebuilt(smollm2_dir, tmp_path, monkeypat
     again = head_gammas(model, tok)
     assert (again == good).all() and "is damaged: moved aside" in caplog.text
     assert path.read_text() == text and (tmp_path / "head_calibration" / f"{path.name}.damaged").exists()
+
+
+def test_an_interrupted_conversation_run_replays_its_finished_turns_from_the_cache(tiny, tmp_path):
+    """The conversations' turns are cached as each turn ends: with the conversations
+    themselves missing from the cache (a run stopped before its last turn), the rerun gets
+    every turn from the cache, generates nothing, and logs the same conversations."""
+    out = tmp_path / "out"
+    args = ["--settings", "none", "--tasks", "drift_french_multiturn", "--limit", "2", "--metadata",
+            '{"num_conversations": 2}', "--gen-kwargs", "max_gen_toks=6", "--batch-size", "2"]
+    r = _sweep(out, tiny, args=args)
+    assert r.returncode == 0, r.stderr[-3000:]
+    [first] = glob.glob(str(out / "none" / "*" / "samples_drift_french_multiturn_*.jsonl"))
+    first_rows = [json.loads(line) for line in open(first, encoding="utf-8")]
+    cache = out / "none" / "cache" / "answers.sqlite"
+    with sqlite3.connect(cache) as db:
+        turns = db.execute("SELECT COUNT(*) FROM answers WHERE type = 'generate_until'").fetchone()[0]
+        assert turns == 2 * 8  # every turn of both conversations
+        db.execute("DELETE FROM answers WHERE type = 'generate_conversation'")
+    for path in glob.glob(str(out / "none" / "*" / "*.json*")):
+        os.remove(path)  # the setting's results are gone: it runs again
+    r = _sweep(out, tiny, args=args)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "requests answered by the model: 2, from the cache: 0 (and 16 conversation turns)" in r.stdout
+    [again] = glob.glob(str(out / "none" / "*" / "samples_drift_french_multiturn_*.jsonl"))
+    rows = [json.loads(line) for line in open(again, encoding="utf-8")]
+    assert [x["resps"] for x in rows] == [x["resps"] for x in first_rows]
+    assert [x["all_turns_french"] for x in rows] == [x["all_turns_french"] for x in first_rows]

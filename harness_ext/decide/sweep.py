@@ -127,12 +127,16 @@ def _publish(staging: str, folder: str) -> str:
 class _Answers:
     """Counts requests that reach the model and serves the rest from the answer cache:
     lm-eval's request types are stored by the backend's cache hook as each answer is
-    produced, the project's own request types every ``chunk`` requests."""
+    produced, the project's own request types every ``chunk`` requests. The turns of a
+    conversation (``generate_until`` calls made inside ``generate_conversation``) are
+    cached too: an interrupted conversation run replays its finished turns from the cache
+    (greedy turns render the same history again) and generates from the first missing one."""
 
     def __init__(self, lm, cache, chunk: int):
         self.lm, self.cache, self.chunk = lm, cache, max(1, chunk)
         self.generated = 0
         self.cached = 0
+        self.turns_cached = 0  # conversation turns served from the cache
         self._depth = 0
         self._storing = None   # the lm-eval request type whose answers the hook stores now
         self._originals = {}
@@ -165,15 +169,17 @@ class _Answers:
             top = self._depth == 0
             self._depth += 1
             try:
-                if not top:  # e.g. the turns of a conversation: the conversation is what is cached
+                if not top and rtype not in BUILTIN_TYPES:
                     return original(requests, *args, **kwargs)
-                return self._serve(rtype, original, requests, *args, **kwargs)
+                return self._serve(rtype, original, requests, *args, count=top, **kwargs)
             finally:
                 self._depth -= 1
 
         return call
 
-    def _serve(self, rtype, original, requests, *args, **kwargs):
+    def _serve(self, rtype, original, requests, *args, count: bool = True, **kwargs):
+        """``count``: False for the turns inside a conversation (the conversation is the
+        request that is counted)."""
         from lm_eval.api.model import hash_args
 
         keys = [hash_args(rtype, r.args) for r in requests]
@@ -181,8 +187,11 @@ class _Answers:
         if self.cache is not None:
             out = [None if _sampled(rtype, r.args) else self.cache.get(k, rtype) for k, r in zip(keys, requests)]
         todo = [i for i, o in enumerate(out) if o is None]
-        self.cached += len(requests) - len(todo)
-        self.generated += len(todo)
+        if count:
+            self.cached += len(requests) - len(todo)
+            self.generated += len(todo)
+        else:
+            self.turns_cached += len(requests) - len(todo)
         if rtype in BUILTIN_TYPES:  # one call, as lm-eval makes it; the hook stores each answer
             self._storing = rtype
             try:
@@ -379,5 +388,6 @@ def _sweep(output, todo, labels, planned, options, task_list, margs, meta, gen, 
         if results.get("groups"):
             log(make_table(results, "groups"))
         log(f"[{i}/{len(labels)}] {lab}: done in {time.perf_counter() - t1:.1f} s; requests answered by the model: "
-            f"{answers.generated}, from the cache: {answers.cached}")
+            f"{answers.generated}, from the cache: {answers.cached}"
+            + (f" (and {answers.turns_cached} conversation turns)" if answers.turns_cached else ""))
         status[lab] = "done"
