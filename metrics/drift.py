@@ -50,19 +50,17 @@ def line_pass_rate(text: str, lang: str = "fr", threshold: float = 0.3, min_toke
 
 
 def drift_onset(timeline: list[str], lang: str = "fr") -> float:
-    """Relative position of the first known segment not in ``lang``; 1.0 if none."""
-    if not timeline:
-        return 0.0
-    for i, seg in enumerate(timeline):
-        if seg != langid.UNKNOWN and seg != lang:
-            return i / len(timeline)
-    return 1.0
+    """Relative position of the first known segment not in ``lang``; 1.0 if none; 0.0 for
+    an answer with no known segment (it was never in ``lang``, as ``fully_french`` says)."""
+    first = first_foreign(timeline, lang)
+    return 1.0 if first is None else first / max(len(timeline), 1)
 
 
 def first_foreign(timeline: list[str], lang: str = "fr") -> int | None:
-    """Index of the first known segment not in ``lang`` (0 for an empty timeline: an answer
-    with nothing in ``lang``); None when the answer never left ``lang``."""
-    if not timeline:
+    """Index of the first known segment not in ``lang``; 0 for an answer with no known
+    segment (empty, or every segment unknown: nothing in ``lang``); None when the answer
+    never left ``lang``."""
+    if all(seg == langid.UNKNOWN for seg in timeline):
         return 0
     return next((i for i, seg in enumerate(timeline) if seg != langid.UNKNOWN and seg != lang), None)
 

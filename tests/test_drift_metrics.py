@@ -68,7 +68,8 @@ def test_drift_onset_and_its_aggregation():
     assert drift.drift_onset(["fr", u, "en", "fr"]) == 0.5
     assert drift.drift_onset([u, "fr"]) == 1.0
     assert drift.drift_onset([]) == 0.0
-    assert [drift.first_foreign(t) for t in (["fr", "fr"], ["fr", u, "en"], [], [u, u])] == [None, 2, 0, None]
+    assert [drift.first_foreign(t) for t in (["fr", "fr"], ["fr", u, "en"], [], [u, u])] == [None, 2, 0, 0]
+    assert drift.drift_onset([u, u]) == 0.0  # no known segment: never French, as fully_french says
 
 
 def test_the_survival_curve_of_forced_length_answers_is_a_proportion_per_segment():
