@@ -5,8 +5,9 @@ lists them with their wall-clock times). This script does the two steps after:
 
     python benchmarks/protocol_runs.py publish RUN_FOLDER docs/results/NAME
         copies every results file, and every samples file with its answers cut to an
-        excerpt (per-sample metrics and language timelines kept whole, so the report and
-        the paired tests can be rebuilt from what is committed);
+        excerpt (prompts, generation options, per-sample metrics and language timelines
+        kept whole, so the report, its provenance and the paired tests can be rebuilt from
+        what is committed);
     python benchmarks/protocol_runs.py table docs/results/NAME [...] [--task T --metrics a,b]
         prints a Markdown table per setting: each metric with its 95% interval, and the
         paired difference against ``none`` (interval, p, test) on the same documents.
@@ -44,7 +45,6 @@ def publish(src: str, dest: str) -> None:
         if name.startswith("samples_") and name.endswith(".jsonl"):
             rows = read_jsonl(path, "samples file")
             for r in rows:
-                r.pop("arguments", None)  # the rendered prompt: in the task's data already
                 r["resps"] = _cut(r.get("resps"))
                 r["filtered_resps"] = _cut(r.get("filtered_resps"))
             write_text_atomic(target, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
