@@ -26,9 +26,9 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 import torch
+from _timing import rotated_rounds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -75,21 +75,13 @@ def throughput(args):
         alpha.scene_offsets(model, tok, scene["base"], variants, cont_ids, windows, None, args.batch_size)
 
     bare()  # warm-up
-    fns = [("bare", bare), ("bare_last_logits", bare_last_logits), ("alpha", measured)]
-    times = {name: [] for name, _ in fns}
-    ratios = {"bare": [], "bare_last_logits": []}
-    for r in range(args.rounds):
-        order = fns[r % 3:] + fns[:r % 3]  # rotated from round to round
-        got = {}
-        for name, fn in order:
-            t0 = time.process_time()
-            fn()
-            got[name] = time.process_time() - t0
-            times[name].append(got[name])
-        for b in ratios:
-            ratios[b].append(got[b] / got["alpha"])
+    def report(r, got):
         print(f"round {r + 1}: " + ", ".join(f"{k} {v:.2f} s" for k, v in got.items())
-              + f"; ratios {ratios['bare'][-1]:.3f} / {ratios['bare_last_logits'][-1]:.3f}", flush=True)
+              + f"; ratios {got['bare'] / got['alpha']:.3f} / {got['bare_last_logits'] / got['alpha']:.3f}", flush=True)
+
+    times = rotated_rounds([("bare", bare), ("bare_last_logits", bare_last_logits), ("alpha", measured)], args.rounds,
+                           report)
+    ratios = {b: [x / a for x, a in zip(times[b], times["alpha"])] for b in ("bare", "bare_last_logits")}
     return {"rows": len(rows), "length": args.length, "batch_size": args.batch_size, "threads": args.threads,
             "rounds": args.rounds, "cpu_s": times,
             "throughput_ratio_median": statistics.median(ratios["bare"]),

@@ -26,9 +26,9 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 import torch
+from _timing import rotated_rounds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -74,20 +74,12 @@ def throughput(args):
         decode.scene(model, tok, scene["id"], scene["base"], {"translation": scene["translation"]}, settings,
                      batch_size=args.batch_size)
 
-    fns = [("bare", bare), ("decode", measured)]
-    times = {name: [] for name, _ in fns}
-    ratios = []
-    for r in range(args.rounds):
-        order = fns if r % 2 == 0 else fns[::-1]
-        got = {}
-        for name, fn in order:
-            t0 = time.process_time()
-            fn()
-            got[name] = time.process_time() - t0
-            times[name].append(got[name])
-        ratios.append(got["bare"] / got["decode"])
-        print(f"round {r + 1}: bare {got['bare']:.1f} s, decode {got['decode']:.1f} s; ratio {ratios[-1]:.3f}",
-              flush=True)
+    def report(r, got):
+        print(f"round {r + 1}: bare {got['bare']:.1f} s, decode {got['decode']:.1f} s; ratio "
+              f"{got['bare'] / got['decode']:.3f}", flush=True)
+
+    times = rotated_rounds([("bare", bare), ("decode", measured)], args.rounds, report)
+    ratios = [b / d for b, d in zip(times["bare"], times["decode"])]
     return {"samples": args.samples, "length": args.length, "prompts": 2, "batch_size": args.batch_size,
             "threads": args.threads, "rounds": args.rounds, "cpu_s": times, "ratios": ratios,
             "throughput_ratio_median": statistics.median(ratios)}
