@@ -16,7 +16,7 @@ import os
 from dataclasses import asdict
 
 from drift_eval.files import read_jsonl, write_json_atomic
-from drift_eval.metrics import langid
+from drift_eval.metrics import drift, langid
 from drift_eval.metrics.stats import precision_recall
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "langid_segments.jsonl")
@@ -42,14 +42,11 @@ def effect_on_runs(folders) -> dict:
     for folder in folders:
         rows = []
         for path, doc, text in _answers(folder):
-            pieces = langid.segments(text, 128)
+            pieces = langid.segments(text, drift.SEGMENT_TOKENS)
             rule = [x.lang for x in langid.label_segments(pieces, "fr")]
             plain = [p.lang for p in langid.identify_many(pieces)]
-            score = {}
-            for name, labels in (("rule", rule), ("plain_fasttext", plain)):
-                known = [x for x in labels if x != langid.UNKNOWN]
-                score[name] = {"fully_french": bool(known) and all(x == "fr" for x in known),
-                               "starts_french": bool(known) and known[0] == "fr"}
+            score = {name: {"fully_french": drift.all_in(labels), "starts_french": drift.starts_in(labels)}
+                     for name, labels in (("rule", rule), ("plain_fasttext", plain))}
             rows.append({"file": path, "doc_id": doc, **score,
                          "differs": score["rule"] != score["plain_fasttext"]})
         n = len(rows)

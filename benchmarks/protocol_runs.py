@@ -21,6 +21,7 @@ import os
 import shutil
 
 from drift_eval.decide.results import load_output
+from drift_eval.errors import DriftUsageError
 from drift_eval.files import read_jsonl, write_text_atomic
 
 EXCERPT = 1200  # characters of each answer kept: the start, where compliance shows first
@@ -77,8 +78,7 @@ def table(folders, task: str, metrics: list[str]) -> str:
             if run.setting != "none" and m in run.tasks[task].values:
                 try:
                     d = out.compare(task, m, run.setting, "none", run.model)
-                except Exception as exc:  # a setting without a none run beside it
-                    d = None
+                except DriftUsageError as exc:  # a setting without a none run beside it
                     print(f"note: {run.setting} {m}: {exc}")
             cells.append("—" if d is None else
                          f"{d.difference:+.3f} [{d.lower:+.2f}, {d.upper:+.2f}], p {d.p_value:.2g}")

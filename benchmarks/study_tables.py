@@ -76,40 +76,34 @@ def decomposition_tables(every: int = 3) -> str:
     res = read_json(path, "decomposition results")
     out = []
     heads = []
-    for key, name in MODELS:
-        run = res["runs"].get(key)
-        if not run or "summary" not in run:
-            continue
-        for axis, s in run["summary"].items():
-            d = s["decomposition"]
-            m = d["medians"]
-            heads.append(f"| {name} | {axis} | {s['scenes']} | {_f(s['alpha_median'])} | {_f(m['alpha_predicted'])} | "
-                         f"{_f(d['max_abs_difference'])} | {_f(m['alpha_direct'])} | {_f(m['alpha_relay'])} | "
-                         f"{_f(m['relay_share'], 2)} |")
+    summaries = [(name, axis, s) for key, name in MODELS
+                 for axis, s in ((res["runs"].get(key) or {}).get("summary") or {}).items()]
+    for name, axis, s in summaries:
+        d = s["decomposition"]
+        m = d["medians"]
+        heads.append(f"| {name} | {axis} | {s['scenes']} | {_f(s['alpha_median'])} | {_f(m['alpha_predicted'])} | "
+                     f"{_f(d['max_abs_difference'])} | {_f(m['alpha_direct'])} | {_f(m['alpha_relay'])} | "
+                     f"{_f(m['relay_share'], 2)} |")
     if heads:
         out.append("| model | axis | scenes | α measured (median) | α predicted (median) | max |gap| | α direct | "
                    "α relay | relay share |")
         out.append("|---|---|---|---|---|---|---|---|---|")
         out += heads
-    for key, name in MODELS:
-        run = res["runs"].get(key)
-        if not run or "summary" not in run:
-            continue
-        for axis, s in run["summary"].items():
-            d = s["decomposition"]
-            out.append(f"\n{name}, {axis}: layers 0, {every}, {2 * every}, … and the last\n")
-            out.append("| layer | α measured | α predicted | difference ± se | α direct | α relay | α residual | "
-                       "α MLP | relay share |")
-            out.append("|---|---|---|---|---|---|---|---|---|")
-            n = len(d["alpha_measured"])
-            for i in sorted(set(range(0, n, every)) | {n - 1}):
-                a = d["alpha"]
-                diff = d["difference"][i]
-                se = d["difference_se"][i]
-                out.append(f"| {i} | {_f(d['alpha_measured'][i], 2)} | {_f(d['alpha_predicted'][i], 2)} | "
-                           f"{'—' if diff is None else f'{diff:+.2f}'} ± {_f(se, 2)} | {_f(a['direct'][i], 2)} | "
-                           f"{_f(a['relay'][i], 2)} | {_f(a['residual'][i], 2)} | {_f(a['mlp'][i], 2)} | "
-                           f"{_f(d['relay_share'][i], 2)} |")
+    for name, axis, s in summaries:
+        d = s["decomposition"]
+        out.append(f"\n{name}, {axis}: layers 0, {every}, {2 * every}, … and the last\n")
+        out.append("| layer | α measured | α predicted | difference ± se | α direct | α relay | α residual | "
+                   "α MLP | relay share |")
+        out.append("|---|---|---|---|---|---|---|---|---|")
+        n = len(d["alpha_measured"])
+        for i in sorted(set(range(0, n, every)) | {n - 1}):
+            a = d["alpha"]
+            diff = d["difference"][i]
+            se = d["difference_se"][i]
+            out.append(f"| {i} | {_f(d['alpha_measured'][i], 2)} | {_f(d['alpha_predicted'][i], 2)} | "
+                       f"{'—' if diff is None else f'{diff:+.2f}'} ± {_f(se, 2)} | {_f(a['direct'][i], 2)} | "
+                       f"{_f(a['relay'][i], 2)} | {_f(a['residual'][i], 2)} | {_f(a['mlp'][i], 2)} | "
+                       f"{_f(d['relay_share'][i], 2)} |")
     return "\n".join(out)
 
 

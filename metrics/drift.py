@@ -65,6 +65,16 @@ def first_foreign(timeline: list[str], lang: str = "fr") -> int | None:
     return next((i for i, seg in enumerate(timeline) if seg != langid.UNKNOWN and seg != lang), None)
 
 
+def starts_in(timeline: list[str], lang: str = "fr") -> bool:
+    """Whether the first known segment is in ``lang`` (``starts_french``)."""
+    return next((seg for seg in timeline if seg != langid.UNKNOWN), None) == lang
+
+
+def all_in(timeline: list[str], lang: str = "fr") -> bool:
+    """At least one known segment, and every known segment in ``lang`` (``fully_french``)."""
+    return first_foreign(timeline, lang) is None
+
+
 def survival(timelines: list[list[str]], lang: str = "fr"):
     """Share of answers still in ``lang`` at each segment, with a 95% band (Kaplan-Meier:
     an answer that ends before the last segment without leaving ``lang`` is censored
@@ -121,8 +131,8 @@ def _timeline(text: str, lang: str, segment_size: int):
 
 
 def _all_french(labels, lang) -> float | None:
-    known = [x.lang for x in labels if x.known]
-    return float(all(k == lang for k in known)) if known else None
+    """``all_in`` of the labels, or None when none is known (not defined)."""
+    return float(all_in([x.lang for x in labels], lang)) if any(x.known for x in labels) else None
 
 
 def score_response(text: str, instruction: str = "", lang: str = "fr", segment_size: int = SEGMENT_TOKENS,
@@ -134,7 +144,7 @@ def score_response(text: str, instruction: str = "", lang: str = "fr", segment_s
     labels = _timeline(text, lang, segment_size)
     timeline = [x.lang for x in labels]
     known = [s for s in timeline if s != langid.UNKNOWN]
-    starts = bool(known) and known[0] == lang
+    starts = starts_in(timeline, lang)
     _, second = langid.halves(text)
     end, chars, tokens = meta.get("natural_end"), meta.get("natural_end_chars"), meta.get("tokens")
     ended = end is not None and chars is not None
@@ -142,7 +152,7 @@ def score_response(text: str, instruction: str = "", lang: str = "fr", segment_s
     after = [x.lang for x in _timeline(text[chars:], lang, segment_size) if x.known] if ended else []
     loops = [x.degenerate >= langid.SegmentRule.degenerate for x in labels]
     return {
-        "fully_french": float(bool(known) and all(s == lang for s in known)),
+        "fully_french": float(all_in(timeline, lang)),
         "french_fraction": (sum(s == lang for s in known) / len(known)) if known else 0.0,
         "starts_french": float(starts),
         "drift_given_start": float(any(s != lang for s in known[1:])) if starts else None,
