@@ -26,6 +26,7 @@ import tempfile
 import time
 
 import torch
+from _timing import rotated_rounds
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from drift_eval.compensation import bias as comp
@@ -104,22 +105,21 @@ def part_sweep(args) -> dict:
     prompts = [lm.apply_chat_template([{"role": "system", "content": system_prompt("en")},
                                        {"role": "user", "content": d["request"]}]) for d in docs]
     tok = lm.tokenizer
-    times = {"sweep": [], "raw_generate": []}
-    for r in range(args.rounds):
-        for which in (("sweep", "raw_generate") if r % 2 == 0 else ("raw_generate", "sweep")):
-            t0 = time.process_time()
-            if which == "sweep":
-                with tempfile.TemporaryDirectory() as tmp:  # a fresh folder: every answer generated, model load included
-                    run_sweep(os.path.join(tmp, "out"), "none", "drift_french_single", limit=args.requests,
-                              gen_kwargs=f"max_gen_toks={args.sweep_tokens}", batch_size=args.batch_size)
-            else:
-                for b in range(0, len(prompts), args.batch_size):
-                    enc = tok(prompts[b:b + args.batch_size], return_tensors="pt", padding=True, add_special_tokens=False)
-                    with torch.no_grad():
-                        lm.model.generate(**enc, max_new_tokens=args.sweep_tokens, min_new_tokens=args.sweep_tokens,
-                                          do_sample=False, pad_token_id=tok.pad_token_id)
-            times[which].append(time.process_time() - t0)
-            print(f"round {r} {which}: {times[which][-1]:.1f} s CPU", flush=True)
+    def sweep():
+        with tempfile.TemporaryDirectory() as tmp:  # a fresh folder: every answer generated, model load included
+            run_sweep(os.path.join(tmp, "out"), "none", "drift_french_single", limit=args.requests,
+                      gen_kwargs=f"max_gen_toks={args.sweep_tokens}", batch_size=args.batch_size)
+
+    def raw_generate():
+        for b in range(0, len(prompts), args.batch_size):
+            enc = tok(prompts[b:b + args.batch_size], return_tensors="pt", padding=True, add_special_tokens=False)
+            with torch.no_grad():
+                lm.model.generate(**enc, max_new_tokens=args.sweep_tokens, min_new_tokens=args.sweep_tokens,
+                                  do_sample=False, pad_token_id=tok.pad_token_id)
+
+    times = rotated_rounds([("sweep", sweep), ("raw_generate", raw_generate)], args.rounds,
+                           lambda r, got: print(f"round {r}: " + ", ".join(f"{k} {v:.1f} s CPU" for k, v in got.items()),
+                                                flush=True))
     tokens = len(prompts) * args.sweep_tokens
     return {"requests": len(prompts), "tokens_per_request": args.sweep_tokens, "batch_size": args.batch_size,
             **{k: {"tokens_per_cpu_s": round(tokens / statistics.median(v), 2), "cpu_s": [round(x, 1) for x in v]}
