@@ -254,11 +254,14 @@ def test_a_truncated_language_model_never_crashes_the_interpreter(tmp_path):
 
     cut = tmp_path / "lid-copy.ftz"
     cut.write_bytes(open(langid.default_model_path(), "rb").read()[:400_000])
-    # the control: fastText itself dies on this file (segmentation fault)
+    # the control: fastText itself fails on this file. It reads header fields past the end of
+    # the file, so what it does depends on memory: most runs die with a segmentation fault,
+    # some raise its "Please download the updated model" error instead
     crash = subprocess.run([sys.executable, "-c", "import fasttext, sys; "
                             "fasttext.load_model(sys.argv[1]).predict(['bonjour tout le monde'])", str(cut)],
                            capture_output=True, timeout=300)
-    assert crash.returncode == -signal.SIGSEGV
+    assert crash.returncode == -signal.SIGSEGV or (
+        crash.returncode == 1 and b"Please download the updated model" in crash.stderr), crash
     code = ("import sys; from drift_eval.metrics import langid\n"
             "try:\n    langid.identify('Le chat dort paisiblement sur le canapé.')\n"
             "except langid.LanguageModelMissing as exc:\n    print(exc)\n")
