@@ -2,11 +2,18 @@
 
 Part ``generation``: greedy, forced-length generation of ``--new-tokens`` (1024) tokens
 after a chat prompt of at least ``--prompt-tokens`` (600) tokens (the drift_french system
-prompt, then a user message quoting the shipped prose), at batch 1 and 32, each setting
-against an untouched copy of the model with stock sdpa. Each round runs every setting once,
-the order rotated between rounds; the clock is the process's CPU time (one torch thread),
-which other processes do not inflate; a setting's ratio is the median over rounds of
-(stock time / its time). Goal: >= 0.97.
+prompt, then a user message quoting the shipped prose), at batch 1 and 32. One model
+instance runs every setting: ``stock`` is transformers' own sdpa, the others are
+``drift_sdpa`` with the bias, so weights and memory layout are the same for all. Each round
+runs every setting once, the order rotated between rounds; the clock is the process's CPU
+time (one torch thread); a setting's ratio is the median over rounds of (stock time / its
+time). Goal: >= 0.97.
+
+Part ``profile``: where a decode step's time goes, at the middle of such a generation
+(``prompt + new/2`` keys), batch 1 and 32, many short rotated rounds: one whole stock decode
+step of the model; the bias's own work per step (``begin_forward`` and every layer's
+``mask_for``); one sdpa call with no mask, with a float mask and with a bool mask. The
+share ``bias work / step`` is the cost compensation adds beyond the attention kernel.
 
 Part ``sweep``: ``--requests`` requests of drift_french_single at ``--sweep-tokens``
 forced tokens through ``drift-eval sweep`` itself (``run_sweep`` into a fresh folder: model
@@ -14,14 +21,21 @@ load, lm-eval, the answer cache, scoring and files included) against raw batched
 ``model.generate`` on the same rendered prompts with the same batch size, alternating.
 Goal: >= 0.8.
 
-    python benchmarks/long_generation_speed.py --part generation --rounds 3
+    python benchmarks/long_generation_speed.py --part profile
+    python benchmarks/long_generation_speed.py --part generation --batch-sizes 1 --rounds 5
+    python benchmarks/long_generation_speed.py --part generation --batch-sizes 32 --rounds 2
     python benchmarks/long_generation_speed.py --part sweep --rounds 2
+
+Each invocation updates its part's entry (per batch size for ``generation``) in
+``results/long_generation_speed.json``, with the command that produced it.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import statistics
+import sys
 import tempfile
 import time
 
@@ -59,40 +73,127 @@ def chat_prompts(tok, n: int, prompt_tokens: int) -> list[str]:
     return out
 
 
-def part_generation(args) -> dict:
+def _encoded(tok, bs: int, prompt_tokens: int):
+    prompts = chat_prompts(tok, bs, prompt_tokens)
+    enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    spans = [token_count_before(p, system_span_end(p, tok, system_prompt("en")), tok, add_special_tokens=False)
+             for p in prompts]
+    return enc, spans, enc["attention_mask"].sum(1)
+
+
+def _use(model, state, setting: str, spans, lens, new_tokens: int) -> None:
+    """``stock``: transformers' sdpa; anything else: drift_sdpa with that bias."""
+    state.clear_rows()
+    if setting == "stock":
+        comp.set_implementation(model, "sdpa")
+        return
+    comp.set_base(model, "sdpa")
+    state.config = CompensationConfig.from_label(setting)
+    state.set_rows(spans, lens, new_tokens)
+
+
+def _load():
     d = smollm2_dir()
     tok = AutoTokenizer.from_pretrained(d)
     tok.padding_side = "left"
-    stock = AutoModelForCausalLM.from_pretrained(d, attn_implementation="sdpa").eval()
-    drift = AutoModelForCausalLM.from_pretrained(d, attn_implementation="sdpa").eval()
-    state = comp.install(drift, CompensationConfig("none"))
+    model = AutoModelForCausalLM.from_pretrained(d, attn_implementation="sdpa").eval()
+    return tok, model, comp.install(model, CompensationConfig("none"), base="sdpa")
+
+
+def part_generation(args) -> dict:
+    tok, model, state = _load()
     settings = ["stock", *args.settings.split(",")]
     res = {}
     for bs in map(int, args.batch_sizes.split(",")):
-        prompts = chat_prompts(tok, bs, args.prompt_tokens)
-        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-        spans = [token_count_before(p, system_span_end(p, tok, system_prompt("en")), tok, add_special_tokens=False)
-                 for p in prompts]
-        lens = enc["attention_mask"].sum(1)
-        times = {s: [] for s in settings}
-        for r in range(args.rounds):
-            for s in settings[r % len(settings):] + settings[:r % len(settings)]:
-                model = stock if s == "stock" else drift
-                if s != "stock":
-                    state.config = CompensationConfig.from_label(s)
-                    state.set_rows(spans, lens, args.new_tokens)
-                t0 = time.process_time()
+        enc, spans, lens = _encoded(tok, bs, args.prompt_tokens)
+
+        def gen(s):
+            def run():
+                _use(model, state, s, spans, lens, args.new_tokens)
                 with torch.no_grad():
                     out = model.generate(**enc, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens,
                                          do_sample=False, pad_token_id=tok.pad_token_id)
-                times[s].append(time.process_time() - t0)
-                state.clear_rows()
                 assert out.shape[1] - enc["input_ids"].shape[1] == args.new_tokens
-                print(f"batch {bs} round {r} {s}: {times[s][-1]:.1f} s CPU", flush=True)
-        res[f"batch{bs}"] = {"prompt_tokens": int(lens.min()), "new_tokens": args.new_tokens,
+            return run
+
+        times = rotated_rounds([(s, gen(s)) for s in settings], args.rounds,
+                               lambda r, got: print(f"batch {bs} round {r}: "
+                                                    + ", ".join(f"{k} {v:.1f} s CPU" for k, v in got.items()), flush=True))
+        state.clear_rows()
+        res[f"batch{bs}"] = {"prompt_tokens": int(lens.min()), "new_tokens": args.new_tokens, "rounds": args.rounds,
                              **{s: {"tokens_per_cpu_s": round(bs * args.new_tokens / statistics.median(t), 2),
                                     "ratio_vs_stock": round(statistics.median(a / b for a, b in zip(times["stock"], t)), 3),
+                                    "ratio_per_round": [round(a / b, 3) for a, b in zip(times["stock"], t)],
                                     "cpu_s": [round(x, 1) for x in t]} for s, t in times.items()}}
+    return res
+
+
+def part_profile(args) -> dict:
+    from transformers import DynamicCache
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from drift_eval.measure.capture import attention_modules
+
+    tok, model, state = _load()
+    attn = attention_modules(model)
+    a0 = attn[0]
+    cfg = model.config
+    heads, kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+    dim = cfg.hidden_size // heads
+    res = {}
+    for bs in map(int, args.batch_sizes.split(",")):
+        enc, spans, lens = _encoded(tok, bs, args.prompt_tokens)
+        keys = enc["input_ids"].shape[1] + args.new_tokens // 2
+        # a cache of `keys` positions, then time single decode steps from a copy of it
+        ids = torch.randint(100, 20000, (bs, keys - 1))
+        am = torch.cat([enc["attention_mask"], torch.ones(bs, keys - 1 - enc["attention_mask"].shape[1],
+                                                          dtype=torch.long)], 1)
+        _use(model, state, "stock", spans, lens, args.new_tokens)
+        with torch.no_grad():
+            cache = DynamicCache(config=cfg)
+            model(input_ids=ids, attention_mask=am, past_key_values=cache, use_cache=True)
+        step_mask = torch.cat([am, torch.ones(bs, 1, dtype=torch.long)], 1)
+        nxt = torch.randint(100, 20000, (bs, 1))
+
+        def step():
+            if cache.get_seq_length() >= keys:
+                cache.crop(-1)
+            with torch.no_grad():
+                model(input_ids=nxt, attention_mask=step_mask, past_key_values=cache, use_cache=True)
+
+        q = torch.randn(bs, heads, 1, dim)
+        k = torch.randn(bs, kv_heads, keys, dim)
+        v = torch.randn(bs, kv_heads, keys, dim)
+        # the mask a decode layer receives: none at batch 1 (no padding), else sdpa's bool mask
+        layer_mask = None if bool(step_mask.all()) else step_mask.bool()[:, None, None, :]
+        masks = {"no mask": None, "float mask": torch.zeros(bs, 1, 1, keys), "bool mask": torch.ones(bs, 1, 1, keys, dtype=torch.bool)}
+
+        def bias_work(setting):
+            """A state of its own per setting (not the model's): begin_forward, then every
+            layer's mask_for, as one decode forward does."""
+            st = comp.DriftState(CompensationConfig.from_label(setting))
+            st.set_rows(spans, lens, args.new_tokens)
+
+            def run():
+                st.begin_forward(step_mask)
+                for m in attn:
+                    st.mask_for(m.layer_idx, layer_mask, q, k)
+            return run
+
+        calls = 5 if bs > 1 else 20
+        fns = [("stock decode step", step)]
+        fns += [(f"sdpa call, {name}", (lambda m=m: sdpa_attention_forward(a0, q, k, v, m, scaling=a0.scaling)))
+                for name, m in masks.items()]
+        fns += [(f"bias work per step, {s}", bias_work(s)) for s in args.settings.split(",")]
+        times = rotated_rounds([(n, (lambda f=f: [f() for _ in range(calls)])) for n, f in fns], args.rounds)
+        per = {n: statistics.median(t) / calls * 1e3 for n, t in times.items()}
+        step_ms = per["stock decode step"]
+        res[f"batch{bs}"] = {"keys": keys, "layers": len(attn), "ms": {n: round(x, 3) for n, x in per.items()},
+                             "bias work / stock step": {s: round(per[f"bias work per step, {s}"] / step_ms, 4)
+                                                        for s in args.settings.split(",")},
+                             "sdpa float mask / no mask": round(per["sdpa call, float mask"] / per["sdpa call, no mask"], 3)}
+        print(res[f"batch{bs}"], flush=True)
+        state.clear_rows()
     return res
 
 
@@ -129,7 +230,7 @@ def part_sweep(args) -> dict:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--part", choices=("generation", "sweep"), required=True)
+    ap.add_argument("--part", choices=("generation", "profile", "sweep"), required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--settings", default="log:1,const:1", help="compensation settings against stock (generation)")
@@ -142,14 +243,19 @@ def main():
     ap.add_argument("--out", default=OUT)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    result = part_generation(args) if args.part == "generation" else part_sweep(args)
+    result = {"generation": part_generation, "profile": part_profile, "sweep": part_sweep}[args.part](args)
     old = read_json(args.out) if os.path.isfile(args.out) else {}
-    import shlex
-    import sys
-
-    old[args.part] = {"command": "python benchmarks/long_generation_speed.py " + shlex.join(sys.argv[1:]),
-                      "threads": args.threads, "clock": "process CPU time", "torch": torch.__version__,
-                      "model": "SmolLM2-135M-Instruct (float32, CPU)", "results": result}
+    entry = {"command": "python benchmarks/long_generation_speed.py " + shlex.join(sys.argv[1:]),
+             "threads": args.threads, "clock": "process CPU time", "torch": torch.__version__,
+             "model": "SmolLM2-135M-Instruct (float32, CPU)"}
+    if args.part == "sweep":
+        old[args.part] = {**entry, "results": result}
+    else:  # one entry per batch size, each with its own command
+        part = old.get(args.part, {})
+        part = part if "results" not in part else {}  # an older layout: one command for all
+        for key, val in result.items():
+            part[key] = {**entry, "results": val}
+        old[args.part] = part
     write_json_atomic(args.out, old, indent=2)
     print(f"written to {args.out}")
 

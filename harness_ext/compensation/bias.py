@@ -67,10 +67,12 @@ class DriftState:
         self._masks.clear()
 
     def begin_forward(self, attention_mask_2d) -> None:
-        """Called before every model forward with its 2-D attention mask (or None)."""
-        ok = attention_mask_2d is not None and attention_mask_2d.ndim == 2
-        self.positions = logical_positions(attention_mask_2d) if ok else None
+        """Called before every model forward with its 2-D attention mask (or None). Nothing
+        is computed when nothing will be biased (stock attention pays only this call)."""
         self._masks.clear()
+        ok = attention_mask_2d is not None and attention_mask_2d.ndim == 2
+        biased = self.config.active and self.span_end is not None
+        self.positions = logical_positions(attention_mask_2d) if ok and biased else None
 
     def mask_for(self, layer_idx: int, attention_mask, query, key):
         """The layer's attention mask with the bias folded in (or unchanged).
