@@ -5,7 +5,7 @@ lists them with their wall-clock times). This script does the two steps after:
 
     python benchmarks/protocol_runs.py publish RUN_FOLDER docs/results/NAME
         copies every results file, and every samples file with its answers cut to an
-        excerpt (prompts, generation options, per-sample metrics and language timelines
+        excerpt (a conversation: each assistant turn; prompts, generation options, per-sample metrics and language timelines
         kept whole, so the report, its provenance and the paired tests can be rebuilt from
         what is committed);
     python benchmarks/protocol_runs.py table docs/results/NAME [...] [--task T --metrics a,b]
@@ -25,11 +25,33 @@ from drift_eval.errors import DriftUsageError
 from drift_eval.files import read_jsonl, write_text_atomic
 
 EXCERPT = 1200  # characters of each answer kept: the start, where compliance shows first
+TURN_EXCERPT = 600  # characters of each assistant turn of a conversation
+
+
+def _cut_text(text: str, keep: int) -> str:
+    return text if len(text) <= keep else text[:keep] + f" [... {len(text) - keep} more characters]"
+
+
+def _conversation(text: str):
+    """A conversation sample's answer is its message list as JSON text; None otherwise."""
+    if not text.startswith("[{"):
+        return None
+    try:
+        msgs = json.loads(text)
+    except ValueError:
+        return None
+    ok = isinstance(msgs, list) and all(isinstance(m, dict) and "role" in m and "content" in m for m in msgs)
+    return msgs if ok else None
 
 
 def _cut(resps):
+    """Answers cut to an excerpt; a conversation stays valid JSON, each assistant turn cut."""
     if isinstance(resps, str):
-        return resps if len(resps) <= EXCERPT else resps[:EXCERPT] + f" [... {len(resps) - EXCERPT} more characters]"
+        msgs = _conversation(resps)
+        if msgs is None:
+            return _cut_text(resps, EXCERPT)
+        return json.dumps([{**m, "content": _cut_text(str(m["content"]), TURN_EXCERPT)} if m["role"] == "assistant"
+                           else m for m in msgs], ensure_ascii=False)
     if isinstance(resps, list):
         return [_cut(r) for r in resps]
     return resps
