@@ -11,8 +11,9 @@ Pure maths on per-sample metric values (numpy and scipy only):
   (``binomtest`` on the discordant pairs), else a paired sign-flip permutation test of the
   mean difference (``scipy.stats.permutation_test``, ``permutation_type="samples"``; exact
   when 2**n is at most ``n_resamples``).
-* ``verdict``: ``"significant"`` when p < ``ALPHA`` (0.05), ``"no difference"`` when every
-  paired difference is 0, else ``"trend"``.
+* ``verdict``: ``"significant"`` when p < ``ALPHA`` (0.05), ``"no difference"`` when the
+  difference is 0 (every pair equal, or as many pairs up as down: no direction to call a
+  trend), else ``"trend"``.
 """
 from __future__ import annotations
 
@@ -132,7 +133,7 @@ def paired_difference(setting, baseline, confidence: float = CONFIDENCE, n_resam
         p, test = mcnemar_exact(b, c), "exact McNemar"
     else:
         p, test = permutation_p(d, n_resamples, seed), "paired permutation"
-    zero = bool(np.all(d == 0))
+    zero = math.isclose(diff, 0.0, abs_tol=1e-12)
     return PairedDifference(diff, lo, hi, p, test, int(d.size), verdict(p, zero, alpha))
 
 

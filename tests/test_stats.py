@@ -46,6 +46,11 @@ def test_paired_difference_binary_uses_mcnemar_on_discordant_pairs():
     assert small.p_value == pytest.approx(1.0) and small.verdict == "trend"
     same = stats.paired_difference([1, 0], [1, 0])
     assert same.verdict == "no difference" and same.difference == 0
+    # as many pairs up as down: a difference of 0 has no direction, so it is no trend
+    tie = stats.paired_difference([1, 0, 1, 0], [0, 1, 0, 1])
+    assert tie.difference == 0 and tie.p_value == pytest.approx(1.0) and tie.verdict == "no difference"
+    tie_cont = stats.paired_difference([0.5, 0.1, 0.3], [0.1, 0.5, 0.3])
+    assert tie_cont.verdict == "no difference"
 
 
 def test_paired_difference_continuous_uses_exact_sign_flip_permutation():
