@@ -27,6 +27,15 @@ def test_log_bias_values_for_known_positions():
     assert b[:, 0].abs().max() == 0  # token 0 (the sink) is exempt
 
 
+def test_positions_are_computed_only_when_something_is_biased():
+    mask = torch.tensor([[0, 1, 1, 1]])
+    assert _state("none", 0.0, [2], mask).positions is None  # stock attention pays nothing
+    idle = comp.DriftState(comp.CompensationConfig("log", 1.0))
+    idle.begin_forward(mask)  # installed, but no rows set
+    assert idle.positions is None
+    assert _state("log", 1.0, [2], mask).positions.tolist() == [[-1, 0, 1, 2]]
+
+
 def test_bias_follows_logical_positions_under_left_padding_and_cache():
     # row 0 has 3 pads; a decode step: 1 query, 10 keys; logical q = 9 - 3 = 6
     mask = torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1, 1, 1], [1] * 10])
