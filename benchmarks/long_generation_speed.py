@@ -25,6 +25,11 @@ Goal: >= 0.8.
     python benchmarks/long_generation_speed.py --part generation --batch-sizes 1 --rounds 5
     python benchmarks/long_generation_speed.py --part generation --batch-sizes 32 --rounds 2
     python benchmarks/long_generation_speed.py --part sweep --rounds 2
+    python benchmarks/long_generation_speed.py --part path --rounds 2
+
+Part ``path``: hf-drift's ``generate_until`` against raw ``model.generate`` on the same
+prompts and batches at ``--path-tokens`` (160) forced tokens: the sweep's per-step
+generation path alone, without model load or scoring.
 
 Each invocation updates its part's entry (per batch size for ``generation``) in
 ``results/long_generation_speed.json``, with the command that produced it.
@@ -228,9 +233,46 @@ def part_sweep(args) -> dict:
             "ratio_sweep_vs_raw": round(statistics.median(a / b for a, b in zip(times["raw_generate"], times["sweep"])), 3)}
 
 
+def part_path(args) -> dict:
+    """hf-drift's own ``generate_until`` (its Watch processor, lm-eval's stop criteria and
+    batching, the drift wrappers) against raw ``model.generate`` on the same rendered prompts
+    and batch, at ``--path-tokens`` forced tokens: the per-step cost of the sweep's
+    generation path, without model load or scoring."""
+    from lm_eval.api.instance import Instance
+
+    from drift_eval.plugin.model import HFDriftLM
+
+    lm = HFDriftLM(pretrained=smollm2_dir(), device="cpu", batch_size=args.batch_size)
+    docs = read_requests()[: args.requests]
+    prompts = [lm.apply_chat_template([{"role": "system", "content": system_prompt("en")},
+                                       {"role": "user", "content": d["request"]}]) for d in docs]
+    n = args.path_tokens
+    reqs = [Instance("generate_until", d, (p, {"max_gen_toks": n, "min_new_tokens": n, "until": [lm.tokenizer.eos_token],
+                                               "do_sample": False}), i) for i, (d, p) in enumerate(zip(docs, prompts))]
+    tok = lm.tokenizer
+
+    def raw_generate():
+        tok.padding_side = "left"
+        for b in range(0, len(prompts), args.batch_size):
+            enc = tok(prompts[b:b + args.batch_size], return_tensors="pt", padding=True, add_special_tokens=False)
+            with torch.no_grad():
+                lm.model.generate(**enc, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=tok.pad_token_id)
+
+    times = rotated_rounds([("hf_drift_generate_until", lambda: lm.generate_until(reqs, disable_tqdm=True)),
+                            ("raw_generate", raw_generate)], args.rounds,
+                           lambda r, got: print(f"round {r}: " + ", ".join(f"{k} {v:.1f} s CPU" for k, v in got.items()),
+                                                flush=True))
+    tokens = len(prompts) * n
+    return {"requests": len(prompts), "tokens_per_request": n, "batch_size": args.batch_size,
+            **{k: {"tokens_per_cpu_s": round(tokens / statistics.median(v), 2), "cpu_s": [round(x, 1) for x in v]}
+               for k, v in times.items()},
+            "ratio_generate_until_vs_raw": round(statistics.median(
+                a / b for a, b in zip(times["raw_generate"], times["hf_drift_generate_until"])), 3)}
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--part", choices=("generation", "profile", "sweep"), required=True)
+    ap.add_argument("--part", choices=("generation", "profile", "sweep", "path"), required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--settings", default="log:1,const:1", help="compensation settings against stock (generation)")
@@ -239,16 +281,17 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=1024)
     ap.add_argument("--requests", type=int, default=12, help="drift_french_single requests (sweep)")
     ap.add_argument("--sweep-tokens", type=int, default=2048)
+    ap.add_argument("--path-tokens", type=int, default=160, help="forced tokens (path)")
     ap.add_argument("--batch-size", type=int, default=12, help="batch size (sweep)")
     ap.add_argument("--out", default=OUT)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    result = {"generation": part_generation, "profile": part_profile, "sweep": part_sweep}[args.part](args)
+    result = {"generation": part_generation, "profile": part_profile, "sweep": part_sweep, "path": part_path}[args.part](args)
     old = read_json(args.out) if os.path.isfile(args.out) else {}
     entry = {"command": "python benchmarks/long_generation_speed.py " + shlex.join(sys.argv[1:]),
              "threads": args.threads, "clock": "process CPU time", "torch": torch.__version__,
              "model": "SmolLM2-135M-Instruct (float32, CPU)"}
-    if args.part == "sweep":
+    if args.part in ("sweep", "path"):
         old[args.part] = {**entry, "results": result}
     else:  # one entry per batch size, each with its own command
         part = old.get(args.part, {})
