@@ -42,7 +42,6 @@ import shlex
 import statistics
 import sys
 import tempfile
-import time
 
 import torch
 from _timing import rotated_rounds
@@ -121,9 +120,7 @@ def part_generation(args) -> dict:
                 assert out.shape[1] - enc["input_ids"].shape[1] == args.new_tokens
             return run
 
-        times = rotated_rounds([(s, gen(s)) for s in settings], args.rounds,
-                               lambda r, got: print(f"batch {bs} round {r}: "
-                                                    + ", ".join(f"{k} {v:.1f} s CPU" for k, v in got.items()), flush=True))
+        times = rotated_rounds([(s, gen(s)) for s in settings], args.rounds, _print_round(f"batch {bs} "))
         state.clear_rows()
         res[f"batch{bs}"] = {"prompt_tokens": int(lens.min()), "new_tokens": args.new_tokens, "rounds": args.rounds,
                              **{s: {"tokens_per_cpu_s": round(bs * args.new_tokens / statistics.median(t), 2),
@@ -149,7 +146,7 @@ def part_profile(args) -> dict:
     for bs in map(int, args.batch_sizes.split(",")):
         enc, spans, lens = _encoded(tok, bs, args.prompt_tokens)
         keys = enc["input_ids"].shape[1] + args.new_tokens // 2
-        # a cache of `keys` positions, then time single decode steps from a copy of it
+        # a cache of `keys - 1` positions; each timed decode step adds one and the next drops it
         ids = torch.randint(100, 20000, (bs, keys - 1))
         am = torch.cat([enc["attention_mask"], torch.ones(bs, keys - 1 - enc["attention_mask"].shape[1],
                                                           dtype=torch.long)], 1)
@@ -202,35 +199,60 @@ def part_profile(args) -> dict:
     return res
 
 
-def part_sweep(args) -> dict:
-    from drift_eval.decide.sweep import run_sweep
+def _request_prompts(args):
+    """hf-drift on the bundled model, and the first ``--requests`` drift_french_single
+    requests rendered with its chat template."""
     from drift_eval.plugin.model import HFDriftLM
 
     lm = HFDriftLM(pretrained=smollm2_dir(), device="cpu", batch_size=args.batch_size)
     docs = read_requests()[: args.requests]
     prompts = [lm.apply_chat_template([{"role": "system", "content": system_prompt("en")},
                                        {"role": "user", "content": d["request"]}]) for d in docs]
-    tok = lm.tokenizer
+    return lm, docs, prompts
+
+
+def _raw_generate(lm, prompts, batch_size: int, tokens: int):
+    """Raw batched ``model.generate`` of exactly ``tokens`` tokens per prompt (the tokenizer's
+    own padding side)."""
+    def run():
+        tok = lm.tokenizer
+        for b in range(0, len(prompts), batch_size):
+            enc = tok(prompts[b:b + batch_size], return_tensors="pt", padding=True, add_special_tokens=False)
+            with torch.no_grad():
+                lm.model.generate(**enc, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False,
+                                  pad_token_id=tok.pad_token_id)
+    return run
+
+
+def _print_round(prefix: str = ""):
+    """``rotated_rounds``' report: one line per round with each function's CPU time."""
+    return lambda r, got: print(f"{prefix}round {r}: " + ", ".join(f"{k} {v:.1f} s CPU" for k, v in got.items()),
+                                flush=True)
+
+
+def _against_raw(times: dict, name: str, ratio_key: str, requests: int, tokens: int, batch_size: int) -> dict:
+    """Tokens per CPU second of ``name`` and of ``raw_generate``, and the median over rounds
+    of raw time / ``name`` time."""
+    total = requests * tokens
+    return {"requests": requests, "tokens_per_request": tokens, "batch_size": batch_size,
+            **{k: {"tokens_per_cpu_s": round(total / statistics.median(v), 2), "cpu_s": [round(x, 1) for x in v]}
+               for k, v in times.items()},
+            ratio_key: round(statistics.median(a / b for a, b in zip(times["raw_generate"], times[name])), 3)}
+
+
+def part_sweep(args) -> dict:
+    from drift_eval.decide.sweep import run_sweep
+
+    lm, _, prompts = _request_prompts(args)
+
     def sweep():
         with tempfile.TemporaryDirectory() as tmp:  # a fresh folder: every answer generated, model load included
             run_sweep(os.path.join(tmp, "out"), "none", "drift_french_single", limit=args.requests,
                       gen_kwargs=f"max_gen_toks={args.sweep_tokens}", batch_size=args.batch_size)
 
-    def raw_generate():
-        for b in range(0, len(prompts), args.batch_size):
-            enc = tok(prompts[b:b + args.batch_size], return_tensors="pt", padding=True, add_special_tokens=False)
-            with torch.no_grad():
-                lm.model.generate(**enc, max_new_tokens=args.sweep_tokens, min_new_tokens=args.sweep_tokens,
-                                  do_sample=False, pad_token_id=tok.pad_token_id)
-
-    times = rotated_rounds([("sweep", sweep), ("raw_generate", raw_generate)], args.rounds,
-                           lambda r, got: print(f"round {r}: " + ", ".join(f"{k} {v:.1f} s CPU" for k, v in got.items()),
-                                                flush=True))
-    tokens = len(prompts) * args.sweep_tokens
-    return {"requests": len(prompts), "tokens_per_request": args.sweep_tokens, "batch_size": args.batch_size,
-            **{k: {"tokens_per_cpu_s": round(tokens / statistics.median(v), 2), "cpu_s": [round(x, 1) for x in v]}
-               for k, v in times.items()},
-            "ratio_sweep_vs_raw": round(statistics.median(a / b for a, b in zip(times["raw_generate"], times["sweep"])), 3)}
+    times = rotated_rounds([("sweep", sweep), ("raw_generate", _raw_generate(lm, prompts, args.batch_size, args.sweep_tokens))],
+                           args.rounds, _print_round())
+    return _against_raw(times, "sweep", "ratio_sweep_vs_raw", len(prompts), args.sweep_tokens, args.batch_size)
 
 
 def part_path(args) -> dict:
@@ -240,34 +262,14 @@ def part_path(args) -> dict:
     generation path, without model load or scoring."""
     from lm_eval.api.instance import Instance
 
-    from drift_eval.plugin.model import HFDriftLM
-
-    lm = HFDriftLM(pretrained=smollm2_dir(), device="cpu", batch_size=args.batch_size)
-    docs = read_requests()[: args.requests]
-    prompts = [lm.apply_chat_template([{"role": "system", "content": system_prompt("en")},
-                                       {"role": "user", "content": d["request"]}]) for d in docs]
+    lm, docs, prompts = _request_prompts(args)
     n = args.path_tokens
     reqs = [Instance("generate_until", d, (p, {"max_gen_toks": n, "min_new_tokens": n, "until": [lm.tokenizer.eos_token],
                                                "do_sample": False}), i) for i, (d, p) in enumerate(zip(docs, prompts))]
-    tok = lm.tokenizer
-
-    def raw_generate():
-        tok.padding_side = "left"
-        for b in range(0, len(prompts), args.batch_size):
-            enc = tok(prompts[b:b + args.batch_size], return_tensors="pt", padding=True, add_special_tokens=False)
-            with torch.no_grad():
-                lm.model.generate(**enc, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=tok.pad_token_id)
-
+    lm.tokenizer.padding_side = "left"  # as lm-eval pads
     times = rotated_rounds([("hf_drift_generate_until", lambda: lm.generate_until(reqs, disable_tqdm=True)),
-                            ("raw_generate", raw_generate)], args.rounds,
-                           lambda r, got: print(f"round {r}: " + ", ".join(f"{k} {v:.1f} s CPU" for k, v in got.items()),
-                                                flush=True))
-    tokens = len(prompts) * n
-    return {"requests": len(prompts), "tokens_per_request": n, "batch_size": args.batch_size,
-            **{k: {"tokens_per_cpu_s": round(tokens / statistics.median(v), 2), "cpu_s": [round(x, 1) for x in v]}
-               for k, v in times.items()},
-            "ratio_generate_until_vs_raw": round(statistics.median(
-                a / b for a, b in zip(times["raw_generate"], times["hf_drift_generate_until"])), 3)}
+                            ("raw_generate", _raw_generate(lm, prompts, args.batch_size, n))], args.rounds, _print_round())
+    return _against_raw(times, "hf_drift_generate_until", "ratio_generate_until_vs_raw", len(prompts), n, args.batch_size)
 
 
 def main():
