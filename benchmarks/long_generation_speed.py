@@ -38,8 +38,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shlex
 import statistics
+import subprocess
 import sys
 import tempfile
 
@@ -211,16 +213,21 @@ def _request_prompts(args):
     return lm, docs, prompts
 
 
-def _raw_generate(lm, prompts, batch_size: int, tokens: int):
-    """Raw batched ``model.generate`` of exactly ``tokens`` tokens per prompt (the tokenizer's
-    own padding side)."""
+def _raw_generate(model, tok, prompts, batch_size: int, tokens: int, cache=None):
+    """Raw batched ``model.generate`` of exactly ``tokens`` tokens per prompt, padded on the
+    left as lm-eval pads (a decoder-only model generates wrongly after right padding).
+    ``cache``: None (transformers' own DynamicCache) or a function of the call's total
+    length that returns the cache object to pass."""
+    from drift_eval.plugin.generation import cache_kwarg
+
     def run():
-        tok = lm.tokenizer
         for b in range(0, len(prompts), batch_size):
-            enc = tok(prompts[b:b + batch_size], return_tensors="pt", padding=True, add_special_tokens=False)
+            enc = tok(prompts[b:b + batch_size], return_tensors="pt", padding=True, padding_side="left",
+                      add_special_tokens=False)
+            kw = {} if cache is None else {cache_kwarg(model): cache(enc["input_ids"].shape[1] + tokens)}
             with torch.no_grad():
-                lm.model.generate(**enc, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False,
-                                  pad_token_id=tok.pad_token_id)
+                model.generate(**enc, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False,
+                               pad_token_id=tok.pad_token_id, **kw)
     return run
 
 
@@ -230,29 +237,90 @@ def _print_round(prefix: str = ""):
                                 flush=True)
 
 
-def _against_raw(times: dict, name: str, ratio_key: str, requests: int, tokens: int, batch_size: int) -> dict:
-    """Tokens per CPU second of ``name`` and of ``raw_generate``, and the median over rounds
-    of raw time / ``name`` time."""
+def _against_raw(times: dict, name: str, ratio_key: str, requests: int, tokens: int, batch_size: int,
+                 raw: str = "raw_generate") -> dict:
+    """Tokens per CPU second of each function, and the median over rounds of ``raw``'s
+    time / ``name``'s time."""
     total = requests * tokens
     return {"requests": requests, "tokens_per_request": tokens, "batch_size": batch_size,
             **{k: {"tokens_per_cpu_s": round(total / statistics.median(v), 2), "cpu_s": [round(x, 1) for x in v]}
                for k, v in times.items()},
-            ratio_key: round(statistics.median(a / b for a, b in zip(times["raw_generate"], times[name])), 3)}
+            ratio_key: round(statistics.median(a / b for a, b in zip(times[raw], times[name])), 3)}
+
+
+def child_raw(args) -> None:
+    """``--child raw``: load the bundled model with transformers alone, render the first
+    ``--requests`` drift_french_single requests with its chat template, and generate
+    ``--sweep-tokens`` tokens for each in batches of ``--batch-size`` (``--cache``: whose
+    key/value cache)."""
+    from drift_eval.plugin.generation import reserved_cache
+
+    d = smollm2_dir()
+    tok = AutoTokenizer.from_pretrained(d)
+    model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
+    prompts = [tok.apply_chat_template([{"role": "system", "content": system_prompt("en")},
+                                        {"role": "user", "content": r["request"]}], tokenize=False,
+                                       add_generation_prompt=True) for r in read_requests()[: args.requests]]
+    cache = None if args.cache == "stock" else (lambda n: reserved_cache(model.config, n))
+    _raw_generate(model, tok, prompts, args.batch_size, args.sweep_tokens, cache)()
+
+
+def _children(fns: dict, args) -> dict:
+    """Each of ``fns`` (name -> command, or a function that returns it) run to completion in a fresh process, in rotated
+    rounds; the clock is the children's CPU time (user + system, from ``getrusage``), so
+    that every run starts with the allocator state of a new process, as a real run does.
+    Returns {name: [CPU s]} and prints each round with the system (kernel) share."""
+    kernel = {name: [] for name in fns}
+
+    def child(name, cmd):
+        def run():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime
+            subprocess.run(cmd() if callable(cmd) else cmd, check=True, stdout=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": str(args.threads)})
+            kernel[name].append(resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime - before)
+        return run
+
+    def clock():
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
+    times = rotated_rounds([(name, child(name, cmd)) for name, cmd in fns.items()], args.rounds,
+                           lambda r, got: print(f"round {r}: " + ", ".join(
+                               f"{k} {v:.1f} s CPU ({kernel[k][-1]:.1f} s kernel)" for k, v in got.items()), flush=True),
+                           clock=clock)
+    return times, {k: [round(x, 1) for x in v] for k, v in kernel.items()}
+
+
+def _raw_child(args, cache: str) -> list:
+    return [sys.executable, os.path.abspath(__file__), "--child", "raw", "--cache", cache, "--threads", str(args.threads),
+            "--requests", str(args.requests), "--sweep-tokens", str(args.sweep_tokens), "--batch-size", str(args.batch_size)]
 
 
 def part_sweep(args) -> dict:
-    from drift_eval.decide.sweep import run_sweep
+    """``drift-eval sweep`` (a fresh output folder each round: model load, lm-eval, the
+    answer cache, scoring and files) against a process that loads the model with
+    transformers and calls ``model.generate`` on the same prompts and batches."""
+    with tempfile.TemporaryDirectory() as tmp:
+        sweep = [sys.executable, "-m", "drift_eval.cli", "sweep", "--settings", "none", "--tasks", "drift_french_single",
+                 "--limit", str(args.requests), "--gen-kwargs", f"max_gen_toks={args.sweep_tokens}",
+                 "--batch-size", str(args.batch_size), "--no-cache"]
+        runs = iter(range(10 ** 6))  # a fresh output folder for every sweep run
+        fns = {"sweep": lambda: [*sweep, "--output", os.path.join(tmp, f"out{next(runs)}")],
+               "raw_generate": _raw_child(args, "stock")}
+        times, kernel = _children(fns, args)
+    res = _against_raw(times, "sweep", "ratio_sweep_vs_raw", args.requests, args.sweep_tokens, args.batch_size)
+    res["kernel_cpu_s"] = kernel
+    return res
 
-    lm, _, prompts = _request_prompts(args)
 
-    def sweep():
-        with tempfile.TemporaryDirectory() as tmp:  # a fresh folder: every answer generated, model load included
-            run_sweep(os.path.join(tmp, "out"), "none", "drift_french_single", limit=args.requests,
-                      gen_kwargs=f"max_gen_toks={args.sweep_tokens}", batch_size=args.batch_size)
-
-    times = rotated_rounds([("sweep", sweep), ("raw_generate", _raw_generate(lm, prompts, args.batch_size, args.sweep_tokens))],
-                           args.rounds, _print_round())
-    return _against_raw(times, "sweep", "ratio_sweep_vs_raw", len(prompts), args.sweep_tokens, args.batch_size)
+def part_cache(args) -> dict:
+    """Raw ``model.generate`` with transformers' DynamicCache against the same with
+    hf-drift's reserved cache, each in a fresh process, same prompts and batches."""
+    times, kernel = _children({"raw_generate": _raw_child(args, "stock"),
+                               "raw_generate_reserved_cache": _raw_child(args, "reserved")}, args)
+    res = _against_raw(times, "raw_generate_reserved_cache", "ratio_reserved_vs_stock_cache", args.requests,
+                       args.sweep_tokens, args.batch_size)
+    res["kernel_cpu_s"] = kernel
+    return res
 
 
 def part_path(args) -> dict:
@@ -266,15 +334,16 @@ def part_path(args) -> dict:
     n = args.path_tokens
     reqs = [Instance("generate_until", d, (p, {"max_gen_toks": n, "min_new_tokens": n, "until": [lm.tokenizer.eos_token],
                                                "do_sample": False}), i) for i, (d, p) in enumerate(zip(docs, prompts))]
-    lm.tokenizer.padding_side = "left"  # as lm-eval pads
     times = rotated_rounds([("hf_drift_generate_until", lambda: lm.generate_until(reqs, disable_tqdm=True)),
-                            ("raw_generate", _raw_generate(lm, prompts, args.batch_size, n))], args.rounds, _print_round())
+                            ("raw_generate", _raw_generate(lm.model, lm.tokenizer, prompts, args.batch_size, n))], args.rounds, _print_round())
     return _against_raw(times, "hf_drift_generate_until", "ratio_generate_until_vs_raw", len(prompts), n, args.batch_size)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--part", choices=("generation", "profile", "sweep", "path"), required=True)
+    ap.add_argument("--part", choices=("generation", "profile", "sweep", "cache", "path"))
+    ap.add_argument("--child", choices=("raw",), help=argparse.SUPPRESS)  # one raw-generate run (sweep, cache)
+    ap.add_argument("--cache", choices=("stock", "reserved"), default="stock", help=argparse.SUPPRESS)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--settings", default="log:1,const:1", help="compensation settings against stock (generation)")
@@ -287,13 +356,20 @@ def main():
     ap.add_argument("--batch-size", type=int, default=12, help="batch size (sweep)")
     ap.add_argument("--out", default=OUT)
     args = ap.parse_args()
+    if not args.part and not args.child:
+        ap.error("--part is required")
     torch.set_num_threads(args.threads)
-    result = {"generation": part_generation, "profile": part_profile, "sweep": part_sweep, "path": part_path}[args.part](args)
+    if args.child:
+        child_raw(args)
+        return
+    result = {"generation": part_generation, "profile": part_profile, "sweep": part_sweep, "cache": part_cache,
+              "path": part_path}[args.part](args)
     old = read_json(args.out) if os.path.isfile(args.out) else {}
+    children = args.part in ("sweep", "cache")
     entry = {"command": "python benchmarks/long_generation_speed.py " + shlex.join(sys.argv[1:]),
-             "threads": args.threads, "clock": "process CPU time", "torch": torch.__version__,
-             "model": "SmolLM2-135M-Instruct (float32, CPU)"}
-    if args.part in ("sweep", "path"):
+             "threads": args.threads, "torch": torch.__version__, "model": "SmolLM2-135M-Instruct (float32, CPU)",
+             "clock": "CPU time (user + kernel) of a fresh child process per run" if children else "process CPU time"}
+    if args.part in ("sweep", "cache", "path"):
         old[args.part] = {**entry, "results": result}
     else:  # one entry per batch size, each with its own command
         part = old.get(args.part, {})

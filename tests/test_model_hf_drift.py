@@ -155,3 +155,30 @@ def test_forced_answers_record_where_the_model_wanted_to_end(lm):
     assert forced.meta["forced_length"] is True and forced.meta["tokens"] == 40
     assert forced.meta["natural_end"] == free.meta["tokens"]
     assert forced[: forced.meta["natural_end_chars"]] == free and forced.startswith(free)
+
+
+def test_the_reserved_cache_generates_what_the_stock_cache_generates(lm, monkeypatch):
+    """Two left-padded prompts, compensation on: greedy answers are identical with the
+    reserved cache and with transformers' own, and generate received the reserved one."""
+    from lm_eval.api.instance import Instance
+
+    from drift_eval.plugin import generation, model
+
+    reqs = [Instance("generate_until", {"system_prompt": SYSTEM}, (_prompt(lm, user), {
+        "max_gen_toks": 48, "min_new_tokens": 48, "until": [], "do_sample": False}), i)
+        for i, user in enumerate(["Hi", "Describe the water cycle for a class of ten-year-olds."])]
+    used = []
+
+    def spy(config, capacity):
+        cache = generation.reserved_cache(config, capacity)
+        used.append((capacity, {type(layer).__name__ for layer in cache.layers}))
+        return cache
+
+    with setting(lm, comp.CompensationConfig("log", 1.0)):
+        monkeypatch.setattr(model, "reserved_cache", spy)
+        reserved = lm.generate_until(reqs, disable_tqdm=True)
+        monkeypatch.setattr(model, "reserved_cache", lambda config, capacity: None)
+        stock = lm.generate_until(reqs, disable_tqdm=True)
+    assert [str(a) for a in reserved] == [str(a) for a in stock]
+    width = max(len(lm.tok_encode(r.args[0])) for r in reqs)
+    assert used == [(width + 48, {"ReservedLayer"})]

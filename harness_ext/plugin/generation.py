@@ -1,4 +1,5 @@
-"""What ``hf-drift`` adds to each ``model.generate`` call: one logits processor.
+"""What ``hf-drift`` adds to each ``model.generate`` call: a logits processor and a
+key/value cache.
 
 ``Watch`` runs last in transformers' processor list, once per generated token, over the
 whole batch. It
@@ -14,13 +15,27 @@ whole batch. It
 * shows a token-level progress line (tokens done of tokens due, tokens/s, ETA) on a
   terminal, since lm-eval's bar counts whole requests and a batch of 2048-token answers
   otherwise shows nothing for minutes.
+
+``reserved_cache`` is transformers' ``DynamicCache`` for the model's layers, with each
+full-attention layer replaced by a ``ReservedLayer``: the keys and values of the whole
+call (prompt + ``max_new_tokens``, known before generation starts) get one buffer, filled
+in place, and the layer hands attention a view of the filled part. The stock layer
+concatenates at every step: a new tensor as large as the whole cache, copied, at each
+token of each layer. Over a 2048-token answer that copying is a quarter of the decode
+time, and because each new tensor is a little larger than the one just freed, the C
+allocator maps fresh pages for it again and again (page faults, kernel time): up to half
+of a batch's CPU time on CPU (``benchmarks/README.md``). transformers' ``StaticCache``
+also preallocates, but it attends over every reserved slot at every step and its key
+length is no longer the number of tokens so far, which the bias's positions rely on.
 """
 from __future__ import annotations
 
+import inspect
 import sys
 
 import torch
 from transformers import LogitsProcessor
+from transformers.cache_utils import DynamicCache, DynamicLayer
 
 
 class Watch(LogitsProcessor):
@@ -82,3 +97,60 @@ def generated_tokens(out: torch.Tensor, prompt_width: int, eos_ids, pad_id) -> l
     width = cont.shape[1]
     first = torch.where(stop.any(1), stop.float().argmax(1), torch.full((cont.shape[0],), width, device=cont.device))
     return [int(x) for x in first.tolist()]
+
+
+class ReservedLayer(DynamicLayer):
+    """A ``DynamicLayer`` that writes into a buffer reserved for ``capacity`` positions and
+    exposes ``keys``/``values`` as views of its filled part. When a call outgrows the
+    buffer it doubles (so an unknown length costs amortised O(1) per token); when another
+    method replaced ``keys``/``values`` (cropping, beam reordering, batch selection) the
+    next update starts a new buffer from them."""
+
+    def __init__(self, capacity: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        self.capacity = int(capacity)
+        self._k = self._v = None  # the buffers, (B, H, capacity, D)
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        own = self._k is not None and self.keys is not None and self.keys.data_ptr() == self._k.data_ptr()
+        n = self.keys.shape[-2] if own or self.keys.numel() else 0
+        need = n + key_states.shape[-2]
+        if not own or need > self._k.shape[-2]:
+            cap = max(need, self.capacity if not own else 2 * self._k.shape[-2])
+            k = key_states.new_empty(*key_states.shape[:-2], cap, key_states.shape[-1])
+            v = value_states.new_empty(*value_states.shape[:-2], cap, value_states.shape[-1])
+            if n:
+                k[..., :n, :] = self.keys
+                v[..., :n, :] = self.values
+            self._k, self._v = k, v
+        self._k[..., n:need, :] = key_states
+        self._v[..., n:need, :] = value_states
+        self.keys, self.values = self._k[..., :need, :], self._v[..., :need, :]
+        return self.keys, self.values
+
+    def reset(self) -> None:
+        self._k = self._v = None
+        super().reset()
+
+
+def reserved_cache(config, capacity: int) -> DynamicCache | None:
+    """transformers' ``DynamicCache`` for ``config``'s layers, each full-attention layer a
+    ``ReservedLayer`` of ``capacity`` positions (sliding-window and other layer types as
+    transformers makes them). ``None`` (generate builds its own cache) for a model whose
+    config transformers cannot lay out a dynamic cache for."""
+    try:
+        cache = DynamicCache(config=config)
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+    if not cache.layers:
+        return None
+    cache.layers = [ReservedLayer(capacity) if type(layer) is DynamicLayer else layer for layer in cache.layers]
+    return cache
+
+
+def cache_kwarg(model) -> str:
+    """The name under which ``model.generate`` takes a cache object: ``cache`` where the
+    model's forward has that argument (recent transformers), else ``past_key_values``."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"

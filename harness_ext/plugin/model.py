@@ -21,7 +21,7 @@ from lm_eval.models.utils import has_bos_prefix
 
 from ..compensation import bias as comp
 from .answers import Answer
-from .generation import Watch, generated_tokens, show_progress
+from .generation import Watch, cache_kwarg, generated_tokens, reserved_cache, show_progress
 from ..compensation.spans import system_span_end, token_counts
 from ..errors import DriftUsageError
 from ..settings import CompensationConfig
@@ -109,8 +109,9 @@ class HFDriftLM(HFLM):
 
     def _model_generate(self, context, max_length, stop, **generation_kwargs):
         """One batch: EOS held back until ``min_new_tokens`` by ``generation.Watch``, which
-        also records where the model wanted to end; the batch's measurements are kept per
-        context for ``generate_until``."""
+        also records where the model wanted to end; keys and values go to a cache reserved
+        for the whole call (``generation.reserved_cache``); the batch's measurements are
+        kept per context for ``generate_until``."""
         from transformers import LogitsProcessorList
 
         rows, self._pending_rows = self._pending_rows, None
@@ -119,6 +120,10 @@ class HFDriftLM(HFLM):
         eos = self._eos_ids()
         watch = Watch(width, eos, min_new, max_length - width, progress=self._token_progress,
                       desc=f"generating {context.shape[0]} x {max_length - width} tokens")
+        if not {"cache", "past_key_values"} & set(generation_kwargs) and not generation_kwargs.get("cache_implementation"):
+            cache = reserved_cache(self.model.config, max_length)
+            if cache is not None:
+                generation_kwargs[cache_kwarg(self.model)] = cache
         processors = LogitsProcessorList(generation_kwargs.pop("logits_processor", None) or [])
         processors.append(watch)
         if rows is not None:
