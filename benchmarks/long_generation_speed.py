@@ -16,20 +16,27 @@ step of the model; the bias's own work per step (``begin_forward`` and every lay
 share ``bias work / step`` is the cost compensation adds beyond the attention kernel.
 
 Part ``sweep``: ``--requests`` requests of drift_french_single at ``--sweep-tokens``
-forced tokens through ``drift-eval sweep`` itself (``run_sweep`` into a fresh folder: model
-load, lm-eval, the answer cache, scoring and files included) against raw batched
-``model.generate`` on the same rendered prompts with the same batch size, alternating.
-Goal: >= 0.8.
+forced tokens through ``drift-eval sweep`` itself (into a fresh folder, without the answer
+cache: model load, lm-eval, scoring and files included) against a process that loads the
+model with transformers and calls ``model.generate`` on the same rendered prompts with the
+same batch size (its own DynamicCache), alternating. Every run is a fresh child process,
+timed by its CPU time, user plus kernel: a process that has already generated long answers
+has its C allocator warmed up for large tensors, which a real run does not (see
+``benchmarks/README.md``). Goal: >= 0.8.
+
+Part ``cache``: the same raw ``model.generate`` processes with transformers' DynamicCache and
+with hf-drift's reserved cache (``drift_eval.plugin.generation.reserved_cache``).
+
+Part ``path``: hf-drift's ``generate_until`` against raw ``model.generate`` on the same
+prompts and batches at ``--path-tokens`` (160) forced tokens, in one process: the sweep's
+per-step generation path alone, without model load or scoring.
 
     python benchmarks/long_generation_speed.py --part profile
     python benchmarks/long_generation_speed.py --part generation --batch-sizes 1 --rounds 5
     python benchmarks/long_generation_speed.py --part generation --batch-sizes 32 --rounds 2
     python benchmarks/long_generation_speed.py --part sweep --rounds 2
+    python benchmarks/long_generation_speed.py --part cache --rounds 2
     python benchmarks/long_generation_speed.py --part path --rounds 2
-
-Part ``path``: hf-drift's ``generate_until`` against raw ``model.generate`` on the same
-prompts and batches at ``--path-tokens`` (160) forced tokens: the sweep's per-step
-generation path alone, without model load or scoring.
 
 Each invocation updates its part's entry (per batch size for ``generation``) in
 ``results/long_generation_speed.json``, with the command that produced it.
