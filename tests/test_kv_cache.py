@@ -80,3 +80,20 @@ def test_reserved_cache_replaces_only_full_attention_layers():
     assert [type(x).__name__ for x in full.layers] == ["ReservedLayer"] * 3
     sliding = reserved_cache(MistralConfig(num_hidden_layers=2, sliding_window=16), 64)
     assert [type(x).__name__ for x in sliding.layers] == ["DynamicSlidingWindowLayer"] * 2
+
+
+def test_a_batch_sliced_to_fewer_rows_is_not_taken_for_the_buffer():
+    """A view that starts at the buffer but holds fewer rows (same data pointer) must not be
+    written through the full buffer: the next update starts a new one from it."""
+    steps = _steps(batch=3)
+    stock, layer = DynamicLayer(), ReservedLayer(capacity=20)
+    for k, v in steps[:4]:
+        stock.update(k, v)
+        layer.update(k, v)
+    stock.keys, stock.values = stock.keys[:2], stock.values[:2]
+    layer.keys, layer.values = layer.keys[:2], layer.values[:2]
+    for k, v in steps[4:]:
+        sk, sv = stock.update(k[:2], v[:2])
+        keys, values = layer.update(k[:2], v[:2])
+        assert torch.equal(keys, sk) and torch.equal(values, sv)
+    assert layer._k.shape[0] == 2

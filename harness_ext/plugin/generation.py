@@ -22,7 +22,7 @@ call (prompt + ``max_new_tokens``, known before generation starts) get one buffe
 in place, and the layer hands attention a view of the filled part. The stock layer
 concatenates at every step: a new tensor as large as the whole cache, copied, at each
 token of each layer. Over a 2048-token answer that copying is a quarter of the decode
-time, and because each new tensor is a little larger than the one just freed, the C
+time (in a process whose allocator is warm), and because each new tensor is a little larger than the one just freed, the C
 allocator maps fresh pages for it again and again (page faults, kernel time): up to half
 of a batch's CPU time on CPU (``benchmarks/README.md``). transformers' ``StaticCache``
 also preallocates, but it attends over every reserved slot at every step and its key
@@ -114,7 +114,8 @@ class ReservedLayer(DynamicLayer):
     def update(self, key_states, value_states, *args, **kwargs):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
-        own = self._k is not None and self.keys is not None and self.keys.data_ptr() == self._k.data_ptr()
+        own = (self._k is not None and self.keys is not None and self.keys.data_ptr() == self._k.data_ptr()
+               and self.keys.shape[:-2] == self._k.shape[:-2])  # still a view of the buffer's filled part
         n = self.keys.shape[-2] if own or self.keys.numel() else 0
         need = n + key_states.shape[-2]
         if not own or need > self._k.shape[-2]:
@@ -142,7 +143,7 @@ def reserved_cache(config, capacity: int) -> DynamicCache | None:
     config transformers cannot lay out a dynamic cache for."""
     try:
         cache = DynamicCache(config=config)
-    except (AttributeError, KeyError, TypeError, ValueError):
+    except (AttributeError, KeyError, NotImplementedError, TypeError, ValueError):
         return None
     if not cache.layers:
         return None
