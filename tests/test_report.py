@@ -213,3 +213,28 @@ def test_report_on_real_sweep_has_profiles_and_comparison(real_sweep, tmp_path, 
     assert "SmolLM2-135M-Instruct.Q4_1" in html and "forced to 16 tokens" in html
     rc, _, err = _report(capsys, real_sweep["dir"], "-o", tmp_path / "real.pdf")
     assert rc == 2 and "end it in .html, .md, .json or .csv" in err
+
+
+def test_provenance_of_a_run_spans_every_results_file(tmp_path):
+    """A model and setting whose tasks ran at different times (two results files) keep both
+    files' code versions and both tasks' generation lengths in the provenance."""
+    import json
+
+    from drift_eval.decide.results import load_output
+    from handmade_results import write_task_run
+
+    for root, task, gen, git in (("a", "drift_french_single", {"max_gen_toks": 2048, "min_new_tokens": 2048}, "aaa111"),
+                                 ("b", "drift_french_multiturn", {"max_gen_toks": 512}, "bbb222")):
+        write_task_run(tmp_path / root / "none", "tiny", [1, 0, 1], task=task,
+                       metric="fully_french" if task.endswith("single") else "last3_french",
+                       date=f"2026-02-0{1 if root == 'a' else 2}T00-00-00.000000")
+        path = next((tmp_path / root / "none" / "tiny").glob("results_*.json"))
+        doc = json.loads(path.read_text())
+        doc["configs"][task] = {"generation_kwargs": gen}
+        doc["git_hash"] = git
+        path.write_text(json.dumps(doc))
+    out = load_output(str(tmp_path / "a"), str(tmp_path / "b"))
+    (run,) = out.ordered_runs()
+    assert run.provenance["git_hash"] == "aaa111 / bbb222"
+    assert run.provenance["length"] == ("drift_french_single: forced to 2048 tokens; "
+                                        "drift_french_multiturn: natural, at most 512 tokens")

@@ -187,6 +187,21 @@ def _provenance(rf: "RunFile", name: str) -> dict:
     return {k: v for k, v in out.items() if v is not None}
 
 
+def _merged_provenance(old: dict, new: dict) -> dict:
+    """One run's provenance over all its results files (tasks run at different times: a
+    sweep resumed on newer code, a task added later): each field's distinct values in file
+    order, ``length`` joined per task."""
+    out = {}
+    for key in [*old, *(k for k in new if k not in old)]:
+        if key == "files":
+            continue
+        a, b = old.get(key), new.get(key)
+        sep = "; " if key == "length" else " / "
+        seen = a.split(sep) if a is not None else []
+        out[key] = a if b is None or b in seen else (b if a is None else f"{a}{sep}{b}")
+    return out
+
+
 def _float(v):
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
@@ -546,7 +561,7 @@ def load_output(*roots, allow_partial: bool = False) -> Output:
                                       f"{rf.path}; move one of them away (one run per model, setting and task)")
         run.files += [rf.path, *rf.sample_files]
         run.tasks.update(rf.tasks)
-        run.provenance = {**_provenance(rf, name), "files": run.files}
+        run.provenance = {**_merged_provenance(run.provenance, _provenance(rf, name)), "files": run.files}
         by_root.setdefault(root, {})[key] = run
     for root, manifest in manifests.items():
         present = {r.setting for r in by_root.get(root, {}).values()}
