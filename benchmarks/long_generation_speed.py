@@ -44,6 +44,7 @@ Each invocation updates its part's entry (per batch size for ``generation``) in
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import resource
 import shlex
@@ -238,21 +239,22 @@ def _raw_generate(model, tok, prompts, batch_size: int, tokens: int, cache=None)
     return run
 
 
-def _print_round(prefix: str = ""):
-    """``rotated_rounds``' report: one line per round with each function's CPU time."""
-    return lambda r, got: print(f"{prefix}round {r}: " + ", ".join(f"{k} {v:.1f} s CPU" for k, v in got.items()),
-                                flush=True)
+def _print_round(prefix: str = "", kernel: dict | None = None):
+    """``rotated_rounds``' report: one line per round with each function's CPU time (and
+    its kernel part, from ``kernel``: {name: [seconds per run]})."""
+    def line(k, v):
+        return f"{k} {v:.1f} s CPU" + (f" ({kernel[k][-1]:.1f} s kernel)" if kernel else "")
+    return lambda r, got: print(f"{prefix}round {r}: " + ", ".join(line(k, v) for k, v in got.items()), flush=True)
 
 
-def _against_raw(times: dict, name: str, ratio_key: str, requests: int, tokens: int, batch_size: int,
-                 raw: str = "raw_generate") -> dict:
-    """Tokens per CPU second of each function, and the median over rounds of ``raw``'s
-    time / ``name``'s time."""
+def _against_raw(times: dict, name: str, ratio_key: str, requests: int, tokens: int, batch_size: int) -> dict:
+    """Tokens per CPU second of each function, and the median over rounds of
+    ``raw_generate``'s time / ``name``'s time."""
     total = requests * tokens
     return {"requests": requests, "tokens_per_request": tokens, "batch_size": batch_size,
             **{k: {"tokens_per_cpu_s": round(total / statistics.median(v), 2), "cpu_s": [round(x, 1) for x in v]}
                for k, v in times.items()},
-            ratio_key: round(statistics.median(a / b for a, b in zip(times[raw], times[name])), 3)}
+            ratio_key: round(statistics.median(a / b for a, b in zip(times["raw_generate"], times[name])), 3)}
 
 
 def child_raw(args) -> None:
@@ -272,17 +274,19 @@ def child_raw(args) -> None:
     _raw_generate(model, tok, prompts, args.batch_size, args.sweep_tokens, cache)()
 
 
-def _children(fns: dict, args) -> dict:
-    """Each of ``fns`` (name -> command, or a function that returns it) run to completion in a fresh process, in rotated
-    rounds; the clock is the children's CPU time (user + system, from ``getrusage``), so
-    that every run starts with the allocator state of a new process, as a real run does.
-    Returns {name: [CPU s]} and prints each round with the system (kernel) share."""
+def _children(fns: dict, args) -> tuple[dict, dict]:
+    """Each of ``fns`` (name -> command, or a function that returns it) run to completion
+    in a fresh process, in rotated rounds; the clock is the children's CPU time (user +
+    system, from ``getrusage``), so that every run starts with the allocator state of a
+    new process, as a real run does. Returns ({name: [CPU s]}, {name: [kernel CPU s]})
+    and prints each round with its kernel part."""
     kernel = {name: [] for name in fns}
 
     def child(name, cmd):
         def run():
             before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime
-            subprocess.run(cmd() if callable(cmd) else cmd, check=True, stdout=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": str(args.threads)})
+            subprocess.run(cmd() if callable(cmd) else cmd, check=True, stdout=subprocess.DEVNULL,
+                           env={**os.environ, "OMP_NUM_THREADS": str(args.threads)})
             kernel[name].append(resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime - before)
         return run
 
@@ -291,26 +295,26 @@ def _children(fns: dict, args) -> dict:
         return r.ru_utime + r.ru_stime
 
     times = rotated_rounds([(name, child(name, cmd)) for name, cmd in fns.items()], args.rounds,
-                           lambda r, got: print(f"round {r}: " + ", ".join(
-                               f"{k} {v:.1f} s CPU ({kernel[k][-1]:.1f} s kernel)" for k, v in got.items()), flush=True),
-                           clock=clock)
+                           _print_round(kernel=kernel), clock=clock)
     return times, {k: [round(x, 1) for x in v] for k, v in kernel.items()}
 
 
 def _raw_child(args, cache: str) -> list:
-    return [sys.executable, os.path.abspath(__file__), "--child", "raw", "--cache", cache, "--threads", str(args.threads),
-            "--requests", str(args.requests), "--sweep-tokens", str(args.sweep_tokens), "--batch-size", str(args.batch_size)]
+    """The command of one ``--child raw`` run with ``args``' sizes and the given cache."""
+    return [sys.executable, os.path.abspath(__file__), "--child", "raw", "--cache", cache,
+            "--threads", str(args.threads), "--requests", str(args.requests),
+            "--sweep-tokens", str(args.sweep_tokens), "--batch-size", str(args.batch_size)]
 
 
 def part_sweep(args) -> dict:
-    """``drift-eval sweep`` (a fresh output folder each round: model load, lm-eval, the
-    answer cache, scoring and files) against a process that loads the model with
+    """``drift-eval sweep`` (a fresh output folder each round, no answer cache: model load,
+    lm-eval, scoring and files) against a process that loads the model with
     transformers and calls ``model.generate`` on the same prompts and batches."""
     with tempfile.TemporaryDirectory() as tmp:
         sweep = [sys.executable, "-m", "drift_eval.cli", "sweep", "--settings", "none", "--tasks", "drift_french_single",
                  "--limit", str(args.requests), "--gen-kwargs", f"max_gen_toks={args.sweep_tokens}",
                  "--batch-size", str(args.batch_size), "--no-cache"]
-        runs = iter(range(10 ** 6))  # a fresh output folder for every sweep run
+        runs = itertools.count()  # a fresh output folder for every sweep run
         fns = {"sweep": lambda: [*sweep, "--output", os.path.join(tmp, f"out{next(runs)}")],
                "raw_generate": _raw_child(args, "stock")}
         times, kernel = _children(fns, args)
@@ -342,7 +346,8 @@ def part_path(args) -> dict:
     reqs = [Instance("generate_until", d, (p, {"max_gen_toks": n, "min_new_tokens": n, "until": [lm.tokenizer.eos_token],
                                                "do_sample": False}), i) for i, (d, p) in enumerate(zip(docs, prompts))]
     times = rotated_rounds([("hf_drift_generate_until", lambda: lm.generate_until(reqs, disable_tqdm=True)),
-                            ("raw_generate", _raw_generate(lm.model, lm.tokenizer, prompts, args.batch_size, n))], args.rounds, _print_round())
+                            ("raw_generate", _raw_generate(lm.model, lm.tokenizer, prompts, args.batch_size, n))],
+                           args.rounds, _print_round())
     return _against_raw(times, "hf_drift_generate_until", "ratio_generate_until_vs_raw", len(prompts), n, args.batch_size)
 
 

@@ -22,9 +22,10 @@ call (prompt + ``max_new_tokens``, known before generation starts) get one buffe
 in place, and the layer hands attention a view of the filled part. The stock layer
 concatenates at every step: a new tensor as large as the whole cache, copied, at each
 token of each layer. Over a 2048-token answer that copying is a quarter of the decode
-time (in a process whose allocator is warm), and because each new tensor is a little larger than the one just freed, the C
-allocator maps fresh pages for it again and again (page faults, kernel time): up to half
-of a batch's CPU time on CPU (``benchmarks/README.md``). transformers' ``StaticCache``
+time in a process whose allocator is warm, and because each new tensor is a little
+larger than the one just freed, the C allocator maps fresh pages for it again and again
+(page faults, kernel time): up to half of a batch's CPU time on CPU
+(``benchmarks/README.md``). transformers' ``StaticCache``
 also preallocates, but it attends over every reserved slot at every step and its key
 length is no longer the number of tokens so far, which the bias's positions rely on.
 """
