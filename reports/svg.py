@@ -30,6 +30,9 @@ def _fmt(v: float) -> str:
     return f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}"
 
 
+LEGEND_CHAR_PX = 7
+
+
 def line_plot(series: dict, title: str, x_label: str, y_label: str, y_range=None, width: int = 600,
               height: int = 300, markers: bool = True, bands: dict | None = None) -> Markup:
     """``series``: name -> list of (x, y). Points with a non-finite y are skipped.
@@ -38,8 +41,12 @@ def line_plot(series: dict, title: str, x_label: str, y_label: str, y_range=None
     pts = {name: [(float(x), float(y)) for x, y in xy if y is not None and math.isfinite(float(y))]
            for name, xy in series.items()}
     pts = {k: v for k, v in pts.items() if v}
-    left, right, top, bottom = 58, 150, 30, 44
-    pw, ph = width - left - right, height - top - bottom
+    # the legend sits right of the plot; its column is as wide as the longest name needs
+    # (about 7 px a character at 12 px), and the picture grows by what it adds
+    left, top, bottom = 58, 30, 44
+    right = max(150, 40 + LEGEND_CHAR_PX * max((len(n) for n in pts), default=0))
+    pw, ph = width - left - 150, height - top - bottom
+    width = left + pw + right
     xs = [x for v in pts.values() for x, _ in v] or [0.0, 1.0]
     ys = [y for v in pts.values() for _, y in v] or [0.0, 1.0]
     x0, x1 = min(xs), max(xs)

@@ -238,3 +238,19 @@ def test_provenance_of_a_run_spans_every_results_file(tmp_path):
     assert run.provenance["git_hash"] == "aaa111 / bbb222"
     assert run.provenance["length"] == ("drift_french_single: forced to 2048 tokens; "
                                         "drift_french_multiturn: natural, at most 512 tokens")
+
+
+def test_line_plot_legend_column_fits_the_longest_series_name():
+    from drift_eval.reports.svg import LEGEND_CHAR_PX, line_plot
+
+    def width(svg):
+        return int(re.search(r'<svg[^>]* width="(\d+)"', str(svg)).group(1))
+
+    short = line_plot({"a": [(0, 1), (1, 2)]}, "t", "x", "y")
+    assert width(short) == 600  # the default picture: names up to 15 characters fit the 150 px column
+    name = "SmolLM2-135M-Instruct.Q4_1 [const:0.25]"  # 39 characters
+    svg = str(line_plot({name: [(0, 1), (1, 2)]}, "t", "x", "y"))
+    # plot area 600 - 58 - 150 = 392 px; the legend column: 40 px + 7 px a character
+    assert width(svg) == 58 + 392 + 40 + LEGEND_CHAR_PX * len(name) == 763
+    x = float(re.search(r'<text x="([\d.]+)"[^>]*>' + re.escape(name), svg).group(1))
+    assert x + LEGEND_CHAR_PX * len(name) <= width(svg)
