@@ -5,7 +5,8 @@ lists them with their wall-clock times). This script does the two steps after:
 
     python benchmarks/protocol_runs.py publish RUN_FOLDER docs/results/NAME
         copies every results file, and every samples file with its answers cut to an
-        excerpt (a conversation: each assistant turn; prompts, generation options, per-sample metrics and language timelines
+        excerpt (a conversation: each assistant turn; a teacher-forced request: each of its
+        continuations; prompts, generation options, per-sample metrics and language timelines
         kept whole, so the report, its provenance and the paired tests can be rebuilt from
         what is committed);
     python benchmarks/protocol_runs.py table docs/results/NAME [...] [--task T --metrics a,b]
@@ -57,6 +58,29 @@ def _cut(resps):
     return resps
 
 
+def _cut_request(args):
+    """A teacher-forced request (``drift_alpha``, ``drift_ppl``) carries its continuations as
+    JSON text in ``arg_0`` (about 100 kB a scene); each is cut to an excerpt, the rest kept.
+    The continuations are the task's bundled data, so the excerpt and ``prompt_hash`` name them."""
+    if not isinstance(args, dict):
+        return args
+    out = {}
+    for name, gen in args.items():
+        text = gen.get("arg_0") if isinstance(gen, dict) else None
+        spec = None
+        if isinstance(text, str) and text.startswith("{"):
+            try:
+                spec = json.loads(text)
+            except ValueError:
+                spec = None
+        conts = spec.get("continuations") if isinstance(spec, dict) else None
+        if isinstance(conts, list) and all(isinstance(c, str) for c in conts):
+            spec["continuations"] = [_cut_text(c, TURN_EXCERPT) for c in conts]
+            gen = {**gen, "arg_0": json.dumps(spec, ensure_ascii=False)}
+        out[name] = gen
+    return out
+
+
 def publish(src: str, dest: str) -> None:
     for path in sorted(glob.glob(os.path.join(src, "**", "*.json*"), recursive=True)):
         rel = os.path.relpath(path, src)
@@ -70,6 +94,7 @@ def publish(src: str, dest: str) -> None:
             for r in rows:
                 r["resps"] = _cut(r.get("resps"))
                 r["filtered_resps"] = _cut(r.get("filtered_resps"))
+                r["arguments"] = _cut_request(r.get("arguments"))
             write_text_atomic(target, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         else:
             shutil.copyfile(path, target)
