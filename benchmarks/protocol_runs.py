@@ -33,14 +33,19 @@ def _cut_text(text: str, keep: int) -> str:
     return text if len(text) <= keep else text[:keep] + f" [... {len(text) - keep} more characters]"
 
 
-def _conversation(text: str):
-    """A conversation sample's answer is its message list as JSON text; None otherwise."""
-    if not text.startswith("[{"):
+def _json(text, opener: str):
+    """``text`` parsed as JSON when it is a string that starts with ``opener``; None otherwise."""
+    if not isinstance(text, str) or not text.startswith(opener):
         return None
     try:
-        msgs = json.loads(text)
+        return json.loads(text)
     except ValueError:
         return None
+
+
+def _conversation(text: str):
+    """A conversation sample's answer is its message list as JSON text; None otherwise."""
+    msgs = _json(text, "[{")
     ok = isinstance(msgs, list) and all(isinstance(m, dict) and "role" in m and "content" in m for m in msgs)
     return msgs if ok else None
 
@@ -66,13 +71,7 @@ def _cut_request(args):
         return args
     out = {}
     for name, gen in args.items():
-        text = gen.get("arg_0") if isinstance(gen, dict) else None
-        spec = None
-        if isinstance(text, str) and text.startswith("{"):
-            try:
-                spec = json.loads(text)
-            except ValueError:
-                spec = None
+        spec = _json(gen.get("arg_0"), "{") if isinstance(gen, dict) else None
         conts = spec.get("continuations") if isinstance(spec, dict) else None
         if isinstance(conts, list) and all(isinstance(c, str) for c in conts):
             spec["continuations"] = [_cut_text(c, TURN_EXCERPT) for c in conts]
