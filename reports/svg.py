@@ -31,6 +31,7 @@ def _fmt(v: float) -> str:
 
 
 LEGEND_CHAR_PX = 7
+LEGEND_MIN_PX = 150  # the legend column of a default-width plot
 
 
 def line_plot(series: dict, title: str, x_label: str, y_label: str, y_range=None, width: int = 600,
@@ -44,8 +45,8 @@ def line_plot(series: dict, title: str, x_label: str, y_label: str, y_range=None
     # the legend sits right of the plot; its column is as wide as the longest name needs
     # (about 7 px a character at 12 px), and the picture grows by what it adds
     left, top, bottom = 58, 30, 44
-    right = max(150, 40 + LEGEND_CHAR_PX * max((len(n) for n in pts), default=0))
-    pw, ph = width - left - 150, height - top - bottom
+    right = max(LEGEND_MIN_PX, 40 + LEGEND_CHAR_PX * max((len(n) for n in pts), default=0))
+    pw, ph = width - left - LEGEND_MIN_PX, height - top - bottom
     width = left + pw + right
     xs = [x for v in pts.values() for x, _ in v] or [0.0, 1.0]
     ys = [y for v in pts.values() for _, y in v] or [0.0, 1.0]
