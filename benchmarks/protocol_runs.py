@@ -12,6 +12,11 @@ lists them with their wall-clock times). This script does the two steps after:
     python benchmarks/protocol_runs.py table docs/results/NAME [...] [--task T --metrics a,b]
         prints a Markdown table per setting: each metric with its 95% interval, and the
         paired difference against ``none`` (interval, p, test) on the same documents.
+
+and one before: ``python benchmarks/protocol_runs.py twin NEW_FOLDER [--model DIR]`` writes
+the untrained twin of DIR (default: the bundled SmolLM2-135M-Instruct), the same weights as
+``drift-eval alpha --random-init``, as a model folder that a sweep loads with
+``--model-args pretrained=NEW_FOLDER``.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import glob
 import json
 import os
 import shutil
+import sys
 
 from drift_eval.decide.results import load_output
 from drift_eval.errors import DriftUsageError
@@ -143,11 +149,22 @@ def main():
     t.add_argument("--task", default="drift_french_single")
     t.add_argument("--metrics", default="fully_french,drift_given_start,starts_french,degenerate_share,lcb_lpr,"
                                         "fully_french_before_end,natural_end_share")
+    w = sub.add_parser("twin")
+    w.add_argument("dest")
+    w.add_argument("--model", help="model folder (default: the bundled SmolLM2-135M-Instruct)")
     args = ap.parse_args()
-    if args.cmd == "publish":
-        publish(args.src, args.dest)
-    else:
-        print(table(args.folders, args.task, [m for m in args.metrics.split(",") if m]))
+    try:
+        if args.cmd == "twin":
+            from drift_eval.plugin.local_models import save_untrained_twin, smollm2_dir
+
+            print(save_untrained_twin(args.model or smollm2_dir(), args.dest))
+        elif args.cmd == "publish":
+            publish(args.src, args.dest)
+        else:
+            print(table(args.folders, args.task, [m for m in args.metrics.split(",") if m]))
+    except DriftUsageError as exc:  # unusable input: one line, exit 2
+        print(f"protocol_runs {args.cmd}: error: {exc.message}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

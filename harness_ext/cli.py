@@ -140,15 +140,16 @@ def _load_model(args, random_init: bool = False):
     """(model, tokenizer) in float32 for the measuring commands; ``random_init`` builds the
     untrained twin (same config, freshly initialised weights, seed 0)."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .plugin.local_models import untrained_twin
 
     if getattr(args, "threads", 0):
         torch.set_num_threads(args.threads)
     model_dir = _model_dir(args)
     tok = AutoTokenizer.from_pretrained(model_dir)
     if random_init:
-        torch.manual_seed(0)
-        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir), dtype=torch.float32)
+        model = untrained_twin(model_dir)
     else:
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     return model.eval(), tok

@@ -142,3 +142,34 @@ def test_wikitext_continuations_without_network_say_what_to_do():
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300).stdout
     assert "continuations=wikitext needs the Hugging Face hub" in out and "use the bundled continuations" in out
+
+
+def test_untrained_twin_is_saved_whole_with_the_seeded_weights(tiny_model_dir, tmp_path):
+    """The twin folder holds what ``drift-eval alpha --random-init`` measures: the config's
+    weights from seed 0 (the fixture was built that way, so they are its own weights), and
+    loads as a model folder with its tokenizer; an existing folder is refused."""
+    import subprocess
+    import sys
+
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from drift_eval.plugin.local_models import save_untrained_twin, untrained_twin
+
+    target = save_untrained_twin(str(tiny_model_dir), str(tmp_path / "twin"))
+    saved = load_file(str(tmp_path / "twin" / "model.safetensors"))
+    original = load_file(str(tiny_model_dir / "model.safetensors"))
+    assert saved.keys() == original.keys()
+    assert all(torch.equal(saved[k], original[k]) for k in saved)
+    fresh = untrained_twin(str(tiny_model_dir)).state_dict()
+    loaded = AutoModelForCausalLM.from_pretrained(target).state_dict()
+    assert all(torch.equal(loaded[k], fresh[k]) for k in fresh)
+    assert AutoTokenizer.from_pretrained(target).chat_template == AutoTokenizer.from_pretrained(tiny_model_dir).chat_template
+    assert [p.name for p in tmp_path.iterdir()] == ["twin"]  # no partial folder left beside it
+
+    with pytest.raises(DriftUsageError, match="exists"):
+        save_untrained_twin(str(tiny_model_dir), target)
+    script = __import__("pathlib").Path(__file__).parents[1] / "benchmarks" / "protocol_runs.py"
+    r = subprocess.run([sys.executable, str(script), "twin", target, "--model", str(tiny_model_dir)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "exists" in r.stderr

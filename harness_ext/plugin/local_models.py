@@ -1,4 +1,5 @@
-"""Local model files: GGUF checkpoints cached as safetensors, and the bundled demo model.
+"""Local model files: GGUF checkpoints cached as safetensors, the bundled demo model, and a
+model's untrained twin (same config, fresh weights from seed 0).
 
 transformers de-quantises a GGUF file on every load (20-30 s for a 135M model on a CPU).
 ``cached_from_gguf`` does it once and keeps a safetensors copy under the cache folder
@@ -96,3 +97,38 @@ def smollm2_gguf() -> tuple[str, str]:
 def smollm2_dir() -> str:
     """Safetensors folder of the bundled SmolLM2-135M-Instruct (converted on first use)."""
     return cached_from_gguf(*smollm2_gguf())
+
+
+def untrained_twin(model_dir: str):
+    """A float32 model with ``model_dir``'s config and freshly initialised weights (seed 0):
+    the random-init control of the α study. The same seed gives the same weights."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir), dtype=torch.float32)
+
+
+def save_untrained_twin(model_dir: str, target: str) -> str:
+    """Write ``untrained_twin(model_dir)`` with ``model_dir``'s tokenizer to the new folder
+    ``target`` (whole or not at all), so that lm-eval and ``drift-eval sweep`` can load it
+    as ``pretrained=target``. Returns ``target``."""
+    from transformers import AutoTokenizer
+
+    target = os.path.abspath(target)
+    if os.path.exists(target):
+        raise DriftUsageError(f"{target} exists: give a new folder for the twin")
+    parent = os.path.dirname(target)
+    if not os.path.isdir(parent):
+        raise DriftUsageError(f"{parent} is not a folder")
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = untrained_twin(model_dir)
+    tmp = tempfile.mkdtemp(prefix=".partial-", dir=parent)
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
