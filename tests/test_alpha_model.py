@@ -169,6 +169,8 @@ def test_untrained_twin_is_saved_whole_with_the_seeded_weights(tiny_model_dir, t
 
     with pytest.raises(DriftUsageError, match="exists"):
         save_untrained_twin(str(tiny_model_dir), target)
+    with pytest.raises(DriftUsageError, match="no config.json"):
+        save_untrained_twin(str(tmp_path), str(tmp_path / "twin2"))
     script = __import__("pathlib").Path(__file__).parents[1] / "benchmarks" / "protocol_runs.py"
     r = subprocess.run([sys.executable, str(script), "twin", target, "--model", str(tiny_model_dir)],
                        capture_output=True, text=True, timeout=300)

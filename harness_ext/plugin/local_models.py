@@ -70,10 +70,16 @@ def _convert(path: str, target: str, log=None) -> None:
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(loaded.state_dict())
     model.generation_config = loaded.generation_config
+    _save_whole(target, model, tok)
+
+
+def _save_whole(target: str, *parts) -> None:
+    """``save_pretrained`` every part into a temporary folder beside ``target``, then rename
+    it into place: ``target`` appears complete or not at all."""
     tmp = tempfile.mkdtemp(prefix=".partial-", dir=os.path.dirname(target))
     try:
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
+        for part in parts:
+            part.save_pretrained(tmp)
         os.replace(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -118,17 +124,10 @@ def save_untrained_twin(model_dir: str, target: str) -> str:
     target = os.path.abspath(target)
     if os.path.exists(target):
         raise DriftUsageError(f"{target} exists: give a new folder for the twin")
-    parent = os.path.dirname(target)
-    if not os.path.isdir(parent):
-        raise DriftUsageError(f"{parent} is not a folder")
+    if not os.path.isdir(os.path.dirname(target)):
+        raise DriftUsageError(f"{os.path.dirname(target)} is not a folder")
+    if not os.path.isfile(os.path.join(model_dir, "config.json")):
+        raise DriftUsageError(f"{model_dir} has no config.json: give a transformers model folder")
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = untrained_twin(model_dir)
-    tmp = tempfile.mkdtemp(prefix=".partial-", dir=parent)
-    try:
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    _save_whole(target, untrained_twin(model_dir), tok)
     return target
