@@ -148,6 +148,7 @@ def test_untrained_twin_is_saved_whole_with_the_seeded_weights(tiny_model_dir, t
     """The twin folder holds what ``drift-eval alpha --random-init`` measures: the config's
     weights from seed 0 (the fixture was built that way, so they are its own weights), and
     loads as a model folder with its tokenizer; an existing folder is refused."""
+    import pathlib
     import subprocess
     import sys
 
@@ -171,7 +172,7 @@ def test_untrained_twin_is_saved_whole_with_the_seeded_weights(tiny_model_dir, t
         save_untrained_twin(str(tiny_model_dir), target)
     with pytest.raises(DriftUsageError, match="no config.json"):
         save_untrained_twin(str(tmp_path), str(tmp_path / "twin2"))
-    script = __import__("pathlib").Path(__file__).parents[1] / "benchmarks" / "protocol_runs.py"
+    script = pathlib.Path(__file__).parents[1] / "benchmarks" / "protocol_runs.py"
     r = subprocess.run([sys.executable, str(script), "twin", target, "--model", str(tiny_model_dir)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "exists" in r.stderr
