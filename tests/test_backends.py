@@ -257,3 +257,32 @@ def test_a_cache_wanted_by_two_processes_at_once_is_built_once(tmp_path):
     with open(log) as fh:
         assert fh.read() == "built\n"
     assert sorted(os.listdir(tmp_path / "cache")) == ["file.json", "file.json.lock"]  # no temporary file left
+
+
+def test_the_conversation_bar_shows_every_turn_also_when_turns_end_at_once(capsys):
+    """Turns replayed from an answer cache end within microseconds; the bar still counts each."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.api.model import LM
+
+    from drift_eval.measure.conversation import ConversationSpec
+    from drift_eval.plugin.request_types import CONVERSATION
+
+    class Instant(LM):
+        def loglikelihood(self, requests):
+            raise NotImplementedError
+
+        def loglikelihood_rolling(self, requests):
+            raise NotImplementedError
+
+        def apply_chat_template(self, chat_history, add_generation_prompt=True):
+            return "\n".join(f"{m['role']}: {m['content']}" for m in chat_history)
+
+        def generate_until(self, requests, disable_tqdm=False):
+            return ["réponse" for _ in requests]
+
+    spec = ConversationSpec("Answer only in French.", ["u1", "u2", "u3"])
+    req = Instance(CONVERSATION, {}, (spec.to_json(), {"until": [], "max_gen_toks": 8}), 0)
+    [history] = b.serve_conversations(Instant(), [req])
+    assert json.loads(history)[-1] == {"role": "assistant", "content": "réponse"}
+    shown = capsys.readouterr().err
+    assert all(f"{k}/3" in shown for k in (1, 2, 3)), shown

@@ -341,8 +341,10 @@ def serve_conversations(lm, requests, disable_tqdm: bool = False) -> list[str]:
 
     adapt(type(lm))
     n_turns = max((len(ConversationSpec.from_json(r.args[0]).user_turns) for r in requests), default=0)
+    # every turn is shown (mininterval=0): turns replayed from a sweep's answer cache end
+    # within tqdm's default interval, which would otherwise hide them until a generated one ends
     bar = tqdm(total=n_turns, desc=f"Running {len(requests)} conversations, turn by turn",
-               disable=disable_tqdm or getattr(lm, "rank", 0) != 0)
+               disable=disable_tqdm or getattr(lm, "rank", 0) != 0, mininterval=0)
     try:
         histories = run_conversations(lm, requests, progress=lambda turn, n: bar.update(1))
     finally:
