@@ -13,6 +13,15 @@ lists them with their wall-clock times). This script does the two steps after:
         prints a Markdown table per setting: each metric with its 95% interval, and the
         paired difference against ``none`` (interval, p, test) on the same documents.
 
+and, for a run that outlives the machine it started on:
+
+    python benchmarks/protocol_runs.py checkpoint RUN_FOLDER docs/results/checkpoints/NAME
+        writes each setting's answer cache as JSON lines (NAME/<setting>.jsonl; it may run
+        while the sweep is writing the cache);
+    python benchmarks/protocol_runs.py restore docs/results/checkpoints/NAME RUN_FOLDER
+        puts them back into RUN_FOLDER/<setting>/cache/, every answer checked first; the
+        same sweep command then resumes at its first missing answer.
+
 and one before: ``python benchmarks/protocol_runs.py twin NEW_FOLDER [--model DIR]`` writes
 the untrained twin of DIR (default: the bundled SmolLM2-135M-Instruct), the same weights as
 ``drift-eval alpha --random-init``, as a model folder that a sweep loads with
@@ -27,6 +36,7 @@ import os
 import shutil
 import sys
 
+from drift_eval.decide import answer_cache
 from drift_eval.decide.results import load_output
 from drift_eval.errors import DriftUsageError
 from drift_eval.files import read_jsonl, write_text_atomic
@@ -106,6 +116,31 @@ def publish(src: str, dest: str) -> None:
         print(target)
 
 
+def checkpoint(run: str, dest: str) -> None:
+    found = sorted(glob.glob(os.path.join(run, "*", "cache", answer_cache.FILE)))
+    if not found:
+        raise DriftUsageError(f"{run} holds no answer cache (<setting>/cache/{answer_cache.FILE}): is it a sweep's "
+                              f"output folder?")
+    for path in found:
+        setting = os.path.basename(os.path.dirname(os.path.dirname(path)))
+        rows = answer_cache.export_rows(os.path.dirname(path))
+        target = write_text_atomic(os.path.join(dest, f"{setting}.jsonl"),
+                                   "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        print(f"{target}: {len(rows)} answers")
+
+
+def restore(src: str, run: str) -> None:
+    files = sorted(glob.glob(os.path.join(src, "*.jsonl")))
+    if not files:
+        raise DriftUsageError(f"{src} holds no checkpoint (<setting>.jsonl files)")
+    checked = [(f, answer_cache.check_rows(read_jsonl(f, "checkpoint", required=("key", "type", "answer"),
+                                                      line_ends=True), f)) for f in files]
+    for f, items in checked:  # every file read and checked whole before anything is stored
+        setting = os.path.basename(f)[:-len(".jsonl")]
+        n = answer_cache.import_items(os.path.join(run, setting, "cache"), items)
+        print(f"{os.path.join(run, setting, 'cache', answer_cache.FILE)}: {n} answers from {f}")
+
+
 def _fmt(v, digits=3):
     return "—" if not isinstance(v, (int, float)) or v != v else f"{v:.{digits}f}"
 
@@ -149,6 +184,12 @@ def main():
     t.add_argument("--task", default="drift_french_single")
     t.add_argument("--metrics", default="fully_french,drift_given_start,starts_french,degenerate_share,lcb_lpr,"
                                         "fully_french_before_end,natural_end_share")
+    c = sub.add_parser("checkpoint")
+    c.add_argument("run")
+    c.add_argument("dest")
+    r = sub.add_parser("restore")
+    r.add_argument("src")
+    r.add_argument("run")
     w = sub.add_parser("twin")
     w.add_argument("dest")
     w.add_argument("--model", help="model folder (default: the bundled SmolLM2-135M-Instruct)")
@@ -160,6 +201,10 @@ def main():
             print(save_untrained_twin(args.model or smollm2_dir(), args.dest))
         elif args.cmd == "publish":
             publish(args.src, args.dest)
+        elif args.cmd == "checkpoint":
+            checkpoint(args.run, args.dest)
+        elif args.cmd == "restore":
+            restore(args.src, args.run)
         else:
             print(table(args.folders, args.task, [m for m in args.metrics.split(",") if m]))
     except DriftUsageError as exc:  # unusable input: one line, exit 2

@@ -373,6 +373,63 @@ def test_answers_keep_their_metadata_through_the_cache(tmp_path):
     assert AnswerCache(str(tmp_path)).get("k", "generate_until") is None
 
 
+def _protocol_runs():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parents[1] / "benchmarks" / "protocol_runs.py"
+    spec = importlib.util.spec_from_file_location("protocol_runs", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_run_checkpoint_carries_every_answer_and_is_checked_before_anything_is_stored(tmp_path, capsys):
+    """A sweep's answer caches leave as JSON lines and come back answer for answer; a
+    damaged checkpoint is named with its row and stores nothing, not even its good files."""
+    import subprocess
+    import sys
+
+    from drift_eval.decide.answer_cache import AnswerCache
+    from drift_eval.errors import DamagedFile, DriftUsageError
+    from drift_eval.plugin.answers import Answer
+
+    runs = _protocol_runs()
+    conversation = json.dumps([{"role": "user", "content": "Salut"}, {"role": "assistant", "content": "Bonjour"}])
+    stored = {"none": [("a", "generate_until", Answer("Bonjour à tous", tokens=5, forced_length=True, natural_end=2)),
+                       ("b", "loglikelihood", (float("-inf"), False)),
+                       ("c", "generate_conversation", conversation)],
+              "log_0.25": [("d", "generate_until", "Au revoir")]}
+    for setting, items in stored.items():
+        cache = AnswerCache(str(tmp_path / "run" / setting / "cache"))
+        cache.put(items)
+        cache.close()
+    runs.checkpoint(str(tmp_path / "run"), str(tmp_path / "ckpt"))
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["log_0.25.jsonl", "none.jsonl"]
+    runs.restore(str(tmp_path / "ckpt"), str(tmp_path / "again"))
+    for setting, items in stored.items():
+        cache = AnswerCache(str(tmp_path / "again" / setting / "cache"))
+        assert len(cache) == len(items)
+        for key, rtype, answer in items:
+            back = cache.get(key, rtype)
+            assert back == answer and type(back) is type(answer)
+            if isinstance(answer, Answer):
+                assert back.meta == answer.meta
+
+    lines = (tmp_path / "ckpt" / "none.jsonl").read_text().splitlines()
+    row = json.loads(lines[1])
+    row["type"] = "generate_until"  # a log-likelihood pair is not an answer text
+    (tmp_path / "ckpt" / "none.jsonl").write_text("\n".join([lines[0], json.dumps(row), lines[2]]) + "\n")
+    with pytest.raises(DamagedFile, match=r"none\.jsonl row 2 is not a cached answer"):
+        runs.restore(str(tmp_path / "ckpt"), str(tmp_path / "third"))
+    assert not (tmp_path / "third").exists()  # log_0.25.jsonl, read first and good, was not stored either
+    with pytest.raises(DriftUsageError, match="holds no answer cache"):
+        runs.checkpoint(str(tmp_path / "ckpt"), str(tmp_path / "ckpt2"))
+    r = subprocess.run([sys.executable, runs.__file__, "restore", str(tmp_path / "ckpt"), str(tmp_path / "third")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "row 2" in r.stderr
+
+
 class _Backend:
     """A backend that answers like HFLM: each generated answer goes through its cache hook
     as it is produced (here an Answer with metadata), and conversations call back into

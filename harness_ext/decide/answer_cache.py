@@ -10,6 +10,9 @@ overwritten), with one warning. A file that is not such a cache (damaged, trunca
 foreign tables) is moved aside as ``*.damaged`` with a warning, and a fresh one started:
 a cache is never fatal. The pickled cache of earlier versions (lm-eval's ``CachingLM``,
 ``requests_rank0.db``) is refused with one line: it is never opened.
+
+``export_rows`` and ``import_rows`` carry a cache between machines as JSON lines (a run
+continued elsewhere resumes from them); imported rows pass the same checks as stored ones.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import json
 import os
 import sqlite3
 
-from ..errors import DriftUsageError
+from ..errors import DamagedFile, DriftUsageError
 from ..files import move_aside
 
 FILE = "answers.sqlite"
@@ -161,3 +164,49 @@ class AnswerCache:
 
     def close(self) -> None:
         self._db.close()
+
+
+def export_rows(folder: str) -> list[dict]:
+    """Every answer stored in the cache in ``folder``, as ``{"key", "type", "answer"}``
+    objects sorted by key (``answer``: the stored JSON, parsed). The file is opened read-only,
+    so a run that is writing it goes on undisturbed; a file that is not an answer cache is a
+    ``DamagedFile`` naming it."""
+    path = os.path.join(folder, FILE)
+    if not os.path.isfile(path):
+        raise DriftUsageError(f"{path} not found: no answers are cached there")
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60)
+        try:
+            rows = db.execute("SELECT key, type, value FROM answers ORDER BY key").fetchall()
+        finally:
+            db.close()
+        return [{"key": k, "type": t, "answer": json.loads(v)} for k, t, v in rows]
+    except (sqlite3.DatabaseError, ValueError) as exc:
+        raise DamagedFile(path, f"{path} is not a readable answer cache ({exc}); delete it and rerun what "
+                                f"wrote it") from None
+
+
+def check_rows(rows: list[dict], source: str) -> list[tuple]:
+    """``rows`` (as ``export_rows`` gives them, read from ``source``) as ``(key, request type,
+    answer)`` items for ``AnswerCache.put``, each answer checked against its request type; a
+    row that fails is a ``DamagedFile`` naming ``source`` and the row."""
+    items = []
+    for i, row in enumerate(rows, 1):
+        key, rtype = row.get("key"), row.get("type")
+        try:
+            if not isinstance(key, str) or not isinstance(rtype, str):
+                raise ValueError("key and type must be text")
+            items.append((key, rtype, decode(rtype, json.dumps(row.get("answer"), ensure_ascii=False))))
+        except ValueError as exc:
+            raise DamagedFile(source, f"{source} row {i} is not a cached answer ({exc}); nothing was imported") from None
+    return items
+
+
+def import_items(folder: str, items: list[tuple]) -> int:
+    """Store checked items (``check_rows``) in the cache in ``folder``, in one transaction."""
+    cache = AnswerCache(folder)
+    try:
+        cache.put(items)
+    finally:
+        cache.close()
+    return len(items)
