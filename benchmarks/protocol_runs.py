@@ -11,7 +11,11 @@ lists them with their wall-clock times). This script does the two steps after:
         what is committed);
     python benchmarks/protocol_runs.py table docs/results/NAME [...] [--task T --metrics a,b]
         prints a Markdown table per setting: each metric with its 95% interval, and the
-        paired difference against ``none`` (interval, p, test) on the same documents.
+        paired difference against ``none`` (interval, p, test) on the same documents;
+    python benchmarks/protocol_runs.py pair FOLDER TASK BASE_FOLDER BASE_TASK --metrics a,b
+        the same paired differences between two tasks run on the same conversations (a
+        control against the plain task), document by document (``doc_id``); ``a=b`` pairs
+        metric ``a`` of TASK with metric ``b`` of BASE_TASK.
 
 and, for a run that outlives the machine it started on:
 
@@ -173,6 +177,33 @@ def table(folders, task: str, metrics: list[str]) -> str:
     return "\n".join(lines)
 
 
+def pair(folder: str, task: str, base_folder: str, base_task: str, metrics: list[str],
+         setting: str = "none") -> str:
+    """Paired differences ``task − base_task`` per metric, on the documents both logged
+    (matched by ``doc_id``: the tasks share their documents' order)."""
+    from drift_eval.metrics import stats
+
+    runs = []
+    for f, t in ((folder, task), (base_folder, base_task)):
+        out = load_output(f, allow_partial=True)
+        found = [r for r in out.ordered_runs() if r.setting == setting and t in r.tasks]
+        if len(found) != 1:
+            raise DriftUsageError(f"{f} has {len(found)} runs of {t} under {setting}; give a folder with exactly one")
+        runs.append((out, t, found[0].model))
+    lines = [f"| metric | {task} [95%] | {base_task} [95%] | Δ [95%], p (test, n) |", "|---|---|---|---|"]
+    for m in metrics:
+        names = m.split("=", 1) if "=" in m else [m, m]
+        (a, b) = [out.metric(t, name, setting, model) for (out, t, model), name in zip(runs, names)]
+        if not a.per_sample or not b.per_sample:
+            raise DriftUsageError(f"{m} has no per-sample values in both runs (are the samples logged?)")
+        docs = sorted(set(a.per_sample) & set(b.per_sample), key=repr)
+        d = stats.paired_difference([a.per_sample[k] for k in docs], [b.per_sample[k] for k in docs])
+        lines.append(f"| {m} | {_fmt(a.value)} [{_fmt(a.lower, 2)}, {_fmt(a.upper, 2)}] | {_fmt(b.value)} "
+                     f"[{_fmt(b.lower, 2)}, {_fmt(b.upper, 2)}] | {d.difference:+.3f} [{d.lower:+.2f}, "
+                     f"{d.upper:+.2f}], p {d.p_value:.2g} ({d.test}, {d.n}) |")
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -184,6 +215,13 @@ def main():
     t.add_argument("--task", default="drift_french_single")
     t.add_argument("--metrics", default="fully_french,drift_given_start,starts_french,degenerate_share,lcb_lpr,"
                                         "fully_french_before_end,natural_end_share")
+    q = sub.add_parser("pair")
+    q.add_argument("folder")
+    q.add_argument("task")
+    q.add_argument("base_folder")
+    q.add_argument("base_task")
+    q.add_argument("--metrics", required=True)
+    q.add_argument("--setting", default="none")
     c = sub.add_parser("checkpoint")
     c.add_argument("run")
     c.add_argument("dest")
@@ -201,6 +239,9 @@ def main():
             print(save_untrained_twin(args.model or smollm2_dir(), args.dest))
         elif args.cmd == "publish":
             publish(args.src, args.dest)
+        elif args.cmd == "pair":
+            print(pair(args.folder, args.task, args.base_folder, args.base_task,
+                       [m for m in args.metrics.split(",") if m], args.setting))
         elif args.cmd == "checkpoint":
             checkpoint(args.run, args.dest)
         elif args.cmd == "restore":

@@ -649,3 +649,25 @@ def test_a_lid_176_ftz_of_another_size_is_damaged(tmp_path):
     with pytest.raises(langid.LanguageModelMissing, match="is 400000 bytes, not lid.176.ftz's 938013"):
         langid.check_model_file(str(cut))
     assert langid.check_model_file(real) == real
+
+
+def test_pair_compares_two_tasks_document_by_document(tmp_path):
+    """A control task against the plain task on the same documents: the paired difference
+    and its exact McNemar p (6 discordant pairs, all one way: p = 2 / 64)."""
+    from handmade_results import write_task_run
+
+    from drift_eval.errors import DriftUsageError
+
+    runs = _protocol_runs()
+    plain = [1, 1, 0, 0, 0, 0, 0, 0, 1, 0]
+    control = [1, 1, 1, 1, 1, 1, 1, 1, 1, 0]
+    write_task_run(str(tmp_path / "plain"), "m", plain, task="plain_task", metric="french_turn_8")
+    write_task_run(str(tmp_path / "control"), "m", control, task="control_task", metric="french_last_turn")
+    table = runs.pair(str(tmp_path / "control"), "control_task", str(tmp_path / "plain"), "plain_task",
+                      ["french_last_turn=french_turn_8"])
+    row = table.splitlines()[2]
+    assert row.startswith("| french_last_turn=french_turn_8 | 0.900 ") and "| 0.300 " in row
+    assert "+0.600 [" in row and "p 0.031 (exact McNemar, 10)" in row
+    with pytest.raises(DriftUsageError, match="control has 0 runs of control_task under log:0.25"):
+        runs.pair(str(tmp_path / "control"), "control_task", str(tmp_path / "plain"), "plain_task",
+                  ["french_turn_8"], setting="log:0.25")
