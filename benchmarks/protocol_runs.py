@@ -181,6 +181,7 @@ def pair(folder: str, task: str, base_folder: str, base_task: str, metrics: list
          setting: str = "none") -> str:
     """Paired differences ``task − base_task`` per metric, on the documents both logged
     (matched by ``doc_id``: the tasks share their documents' order)."""
+    from drift_eval.decide.compare import shared_documents
     from drift_eval.metrics import stats
 
     runs = []
@@ -196,7 +197,7 @@ def pair(folder: str, task: str, base_folder: str, base_task: str, metrics: list
         (a, b) = [out.metric(t, name, setting, model) for (out, t, model), name in zip(runs, names)]
         if not a.per_sample or not b.per_sample:
             raise DriftUsageError(f"{m} has no per-sample values in both runs (are the samples logged?)")
-        docs = sorted(set(a.per_sample) & set(b.per_sample), key=repr)
+        docs = shared_documents(a, b, same_hash=False)  # the control's documents differ from the plain task's
         d = stats.paired_difference([a.per_sample[k] for k in docs], [b.per_sample[k] for k in docs])
         lines.append(f"| {m} | {_fmt(a.value)} [{_fmt(a.lower, 2)}, {_fmt(a.upper, 2)}] | {_fmt(b.value)} "
                      f"[{_fmt(b.lower, 2)}, {_fmt(b.upper, 2)}] | {d.difference:+.3f} [{d.lower:+.2f}, "

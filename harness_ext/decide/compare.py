@@ -63,9 +63,14 @@ class Comparison:
     __repr__ = describe
 
 
-def _shared(a, b) -> list:
-    """Documents both metrics have, holding the same document (same ``doc_hash``) in both."""
+def shared_documents(a, b, same_hash: bool = True) -> list:
+    """The ``doc_id`` keys both metrics' per-sample values have, in a stable order; with
+    ``same_hash``, only those holding the same document (same ``doc_hash``) in both. Without
+    it, documents pair by ``doc_id`` alone: two settings of one run, or a control task whose
+    documents differ from the plain task's by design (the conflict turn)."""
     keys = sorted(set(a.per_sample) & set(b.per_sample), key=repr)
+    if not same_hash:
+        return keys
     ha, hb = a.doc_hashes or {}, b.doc_hashes or {}
     return [k for k in keys if ha.get(k) is None or hb.get(k) is None or ha[k] == hb[k]]
 
@@ -80,7 +85,7 @@ def compare_metric(candidate, baseline, task: str, metric: str, setting: str = "
     if not isinstance(a.value, float) or not isinstance(b.value, float):
         raise DriftUsageError(f"{task}/{metric} is not a number in both runs: compare scalar metrics")
     if a.per_sample and b.per_sample:
-        docs = _shared(a, b)
+        docs = shared_documents(a, b)
         if not docs:
             raise DriftUsageError(f"{task}/{metric} under {setting}: {names[0]} and {names[1]} share no document "
                                   f"(same doc_id and doc_hash): compare runs of the same task and data")

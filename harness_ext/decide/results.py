@@ -470,13 +470,14 @@ class Output:
         both logged; for fitted metrics without per-sample values (drift_alpha's α), a z
         test on their standard errors; None when neither is possible."""
         from ..metrics import stats
+        from .compare import shared_documents
 
         a, b = self.metric(task, name, setting, model), self.metric(task, name, baseline, model)
         if not a.per_sample or not b.per_sample:
             if all(isinstance(v, float) and math.isfinite(v) for v in (a.value, a.stderr, b.value, b.stderr)):
                 return stats.difference_from_errors(a.value, a.stderr, b.value, b.stderr, a.n or 0)
             return None
-        docs = sorted(set(a.per_sample) & set(b.per_sample), key=repr)
+        docs = shared_documents(a, b, same_hash=False)
         if not docs:
             return None
         return stats.paired_difference([a.per_sample[d] for d in docs], [b.per_sample[d] for d in docs])
