@@ -57,7 +57,8 @@ def main():
     import torch
     from transformers import AutoTokenizer
 
-    from drift_eval import compensation as comp
+    from drift_eval.compensation import bias as comp
+from drift_eval.settings import CompensationConfig
     from drift_eval.files import read_json, write_json_atomic
     from drift_eval.measure import alpha
     from drift_eval.metrics import alpha as am
@@ -99,7 +100,7 @@ def main():
         if not todo:
             continue
         model = build(name, d)
-        comp.install(model, comp.CompensationConfig("none"), base="eager")
+        comp.install(model, CompensationConfig("none"), base="eager")
         for s in todo:
             t0 = time.time()
             curves = alpha.scene_offsets(model, tok, s["base"], {a: s[a] for a in axes}, cont_ids, windows,

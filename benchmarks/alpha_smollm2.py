@@ -24,7 +24,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def main():
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from drift_eval import compensation as comp
+    from drift_eval.compensation import bias as comp
+from drift_eval.settings import CompensationConfig
     from drift_eval.measure import alpha
     from drift_eval.plugin.local_models import smollm2_dir
     from drift_eval.metrics.alpha import length_for
@@ -69,10 +70,10 @@ def main():
         if name not in plan:
             continue
         model = build().eval()
-        state = comp.install(model, comp.CompensationConfig("none"))
+        state = comp.install(model, CompensationConfig("none"))
         nll_none = None
         for label in plan[name]:
-            state.config = comp.CompensationConfig.from_label(label)  # α biases the whole prompt
+            state.config = CompensationConfig.from_label(label)  # α biases the whole prompt
             t0 = time.time()
             res = alpha.measure(model, tok, scenes, conts, length, state, args.batch_size, max_octaves=args.octaves)
             nll = alpha.continuation_nll(model, tok, [s["base"] for s in scenes], cont_ids, state, 4)

@@ -20,7 +20,7 @@ import time
 import torch
 from lm_eval.api.instance import Instance
 
-from drift_eval.measure.conversation import ConversationSpec
+from drift_eval.conversation import ConversationSpec
 from drift_eval.plugin.request_types import CONVERSATION
 from drift_eval.plugin.local_models import smollm2_dir
 from drift_eval.plugin.model import HFDriftLM

@@ -20,8 +20,9 @@ import time
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from drift_eval import compensation as comp
-from drift_eval.compensation.calibration import head_gammas
+from drift_eval.compensation import bias as comp
+from drift_eval.settings import CompensationConfig
+from drift_eval.measure.calibration import head_gammas
 from drift_eval.plugin.local_models import smollm2_dir
 from drift_eval.compensation.spans import system_span_end, token_count_before
 from drift_eval.tasks.drift_french.data import system_prompt
@@ -54,7 +55,7 @@ def instrumented_share(model, state, tok, new_tokens):
     out = {}
     for setting in ("log:1", "const:1", "head:1"):
         mode, _, s = setting.partition(":")
-        state.config = comp.CompensationConfig(mode, float(s))
+        state.config = CompensationConfig(mode, float(s))
         for bs in (1, 8):
             e = {k: v[:bs] for k, v in enc.items()}
             state.set_rows([20] * bs, e["attention_mask"].sum(1), new_tokens)
@@ -86,7 +87,7 @@ def main():
     tok.padding_side = "left"
     stock = AutoModelForCausalLM.from_pretrained(d, attn_implementation="sdpa").eval()
     drift = AutoModelForCausalLM.from_pretrained(d, attn_implementation="sdpa").eval()
-    state = comp.install(drift, comp.CompensationConfig("none"))
+    state = comp.install(drift, CompensationConfig("none"))
     state.head_gammas = head_gammas(drift, tok)
 
     results = {}
@@ -102,7 +103,7 @@ def main():
                 model = stock if setting == "stock" else drift
                 if setting != "stock":
                     mode, _, s = setting.partition(":")
-                    state.config = comp.CompensationConfig(mode, float(s or 1))
+                    state.config = CompensationConfig(mode, float(s or 1))
                     state.set_rows(spans, lens, args.new_tokens)
                 t0 = time.process_time()
                 with torch.no_grad():

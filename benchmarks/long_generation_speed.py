@@ -144,7 +144,7 @@ def part_profile(args) -> dict:
     from transformers import DynamicCache
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from drift_eval.measure.capture import attention_modules
+    from drift_eval.anatomy import attention_modules
 
     tok, model, state = _load()
     attn = attention_modules(model)

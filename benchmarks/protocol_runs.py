@@ -40,7 +40,7 @@ import os
 import shutil
 import sys
 
-from drift_eval.decide import answer_cache
+from drift_eval.plugin import answer_cache
 from drift_eval.decide.results import load_output
 from drift_eval.errors import DriftUsageError
 from drift_eval.files import read_jsonl, write_text_atomic

@@ -2,13 +2,12 @@
 
 Python imports this module at start-up through ``lm_eval_drift.pth``. It must stay cheap:
 it imports nothing heavy and only puts a finder on ``sys.meta_path`` that waits for
-``lm_eval.tasks.manager``, ``lm_eval.models``, ``lm_eval.api.model`` and
-``lm_eval.evaluator``. When one of them is imported, the finder wraps its loader so that,
-right after the module has run, the drift task folder joins every ``TaskManager``'s search
-path, ``hf-drift`` joins the model registry, every chat model serves conversations while
-other models answer the internals request types with a one-line error, and every
-``evaluate`` first checks the task/model pair (``drift_eval.plugin.backends``). Nothing
-happens in processes that never import lm-eval.
+``lm_eval.tasks.manager``, ``lm_eval.models`` and ``lm_eval.evaluator``. When one of them
+is imported, the finder wraps its loader so that, right after the module has run, the drift
+task folder joins every ``TaskManager``'s search path, ``hf-drift`` joins the model
+registry, and an ``evaluate`` with drift tasks gets the model wrapped for them
+(``drift_eval.plugin.registration``). Nothing happens in processes that never import
+lm-eval.
 
 ``LM_EVAL_DRIFT_AUTOLOAD=0`` switches the hook off (then use ``--include_path``); where the
 installed lm-eval reads the entry-point groups itself, the hook leaves that part to it
@@ -17,13 +16,13 @@ installed lm-eval reads the entry-point groups itself, the hook leaves that part
 import os
 import sys
 
-_TARGETS = ("lm_eval.tasks.manager", "lm_eval.models", "lm_eval.api.model", "lm_eval.evaluator")
+_TARGETS = ("lm_eval.tasks.manager", "lm_eval.models", "lm_eval.evaluator")
 
 
 def _after_tasks_manager(module):
-    from drift_eval.plugin.registration import patch_task_manager
+    from drift_eval.plugin.registration import index_entry_point_folders
 
-    patch_task_manager(module)
+    index_entry_point_folders(module)
 
 
 def _after_models(module):
@@ -32,20 +31,14 @@ def _after_models(module):
     register_models(module)
 
 
-def _after_api_model(module):
-    from drift_eval.plugin.registration import add_request_fallbacks
-
-    add_request_fallbacks(module)
-
-
 def _after_evaluator(module):
-    from drift_eval.plugin.registration import patch_evaluator
+    from drift_eval.plugin.registration import wrap_evaluate
 
-    patch_evaluator(module)
+    wrap_evaluate(module)
 
 
 _AFTER = {"lm_eval.tasks.manager": _after_tasks_manager, "lm_eval.models": _after_models,
-          "lm_eval.api.model": _after_api_model, "lm_eval.evaluator": _after_evaluator}
+          "lm_eval.evaluator": _after_evaluator}
 
 
 class _Loader:

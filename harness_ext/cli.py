@@ -25,7 +25,7 @@ import shlex
 import subprocess
 import sys
 
-from .errors import USAGE_EXIT, DriftUsageError
+from drift_eval.errors import USAGE_EXIT, DriftUsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,7 +38,7 @@ class _Parser(argparse.ArgumentParser):
 def _whole(minimum: int, maximum: int | None = None):
     """An argparse type: a whole number in ``[minimum, maximum]``."""
     def parse(text):
-        from .settings import int_option
+        from drift_eval.settings import int_option
 
         try:
             return int_option("", text, minimum, maximum)
@@ -79,9 +79,9 @@ def _scene_options(p) -> None:
 def _demo(args) -> int:
     import datetime
 
-    from .files import write_text_atomic
-    from .plugin.local_models import smollm2_dir
-    from .settings import parse_settings
+    from drift_eval.files import write_text_atomic
+    from drift_eval.plugin.local_models import smollm2_dir
+    from drift_eval.settings import parse_settings
 
     configs = parse_settings(args.settings)  # every entry is checked before the first run
     if len(configs) < 2:
@@ -111,7 +111,7 @@ def _demo(args) -> int:
     if status:
         print(f"drift-eval: a run failed; its output is in {output}", file=sys.stderr)
         return status
-    from .reports.render import write_report
+    from drift_eval.reports.render import write_report
 
     print("\nreport comparing the settings (verdict, survival curves, audit strips):")
     print(write_report(output, report), flush=True)
@@ -119,7 +119,7 @@ def _demo(args) -> int:
 
 
 def _model_path(args) -> int:
-    from .plugin.local_models import smollm2_dir
+    from drift_eval.plugin.local_models import smollm2_dir
 
     print(smollm2_dir())
     return 0
@@ -127,7 +127,7 @@ def _model_path(args) -> int:
 
 def _model_dir(args) -> str:
     """``--model`` (with ``--gguf-file``), or the bundled SmolLM2-135M-Instruct."""
-    from .plugin.local_models import cached_from_gguf, smollm2_dir
+    from drift_eval.plugin.local_models import cached_from_gguf, smollm2_dir
 
     if args.model is None:
         return smollm2_dir()
@@ -142,7 +142,7 @@ def _load_model(args, random_init: bool = False):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from .plugin.local_models import untrained_twin
+    from drift_eval.plugin.local_models import untrained_twin
 
     if getattr(args, "threads", 0):
         torch.set_num_threads(args.threads)
@@ -156,7 +156,7 @@ def _load_model(args, random_init: bool = False):
 
 
 def _read_text(path: str, what: str) -> str:
-    from .files import read_text
+    from drift_eval.files import read_text
 
     return read_text(path, what).strip()
 
@@ -164,8 +164,8 @@ def _read_text(path: str, what: str) -> str:
 def _position_bias(args) -> int:
     import json
 
-    from .files import prose_text
-    from .measure.position_bias import fixed_length_sequences, profiles
+    from drift_eval.files import prose_text
+    from drift_eval.measure.position_bias import fixed_length_sequences, profiles
 
     text = _read_text(args.text, "text file") if args.text else prose_text()
     model, tok = _load_model(args)
@@ -186,10 +186,10 @@ def _position_bias(args) -> int:
 def _alpha(args) -> int:
     import json
 
-    from .compensation import bias as comp
-    from .measure import alpha
-    from .metrics.alpha import length_for
-    from .settings import CompensationConfig
+    from drift_eval.compensation import bias as comp
+    from drift_eval.measure import alpha
+    from drift_eval.metrics.alpha import length_for
+    from drift_eval.settings import CompensationConfig
 
     cfg = CompensationConfig.from_label(args.compensation)  # α always biases the whole prompt
     if (args.prompt_a is None) != (args.prompt_b is None):
@@ -198,7 +198,7 @@ def _alpha(args) -> int:
         scenes = [{"base": _read_text(args.prompt_a, "--prompt-a file"),
                    args.axis: _read_text(args.prompt_b, "--prompt-b file")}]
     else:
-        from .tasks.drift_alpha.data import read_scenes
+        from drift_eval.tasks.drift_alpha.data import read_scenes
 
         all_scenes = read_scenes()
         if not 1 <= args.scenes <= len(all_scenes):
@@ -212,7 +212,7 @@ def _alpha(args) -> int:
     model, tok = _load_model(args, random_init=args.random_init)
     state = comp.install(model, cfg, base="eager" if args.decompose else None)  # the decomposition reads weights
     if cfg.mode == "head":
-        from .compensation.calibration import head_gammas
+        from drift_eval.measure.calibration import head_gammas
 
         state.head_gammas = head_gammas(model, tok)
     length = args.length or length_for(args.octaves)
@@ -256,10 +256,10 @@ def _print_decomposition(dec) -> None:
 def _decode(args) -> int:
     import json
 
-    from .compensation import bias as comp
-    from .measure import decode
-    from .settings import CompensationConfig
-    from .tasks.drift_alpha.data import AXES, read_scenes
+    from drift_eval.compensation import bias as comp
+    from drift_eval.measure import decode
+    from drift_eval.settings import CompensationConfig
+    from drift_eval.tasks.drift_alpha.data import AXES, read_scenes
 
     settings = decode.Settings.from_options(samples=args.samples, generation_length=args.length, temperature=args.temperature,
                                             seed=args.seed, folds=args.folds, text_window=args.text_window)
@@ -275,7 +275,7 @@ def _decode(args) -> int:
     model, tok = _load_model(args, random_init=args.random_init)
     state = comp.install(model, cfg)
     if cfg.mode == "head":
-        from .compensation.calibration import head_gammas
+        from drift_eval.measure.calibration import head_gammas
 
         state.head_gammas = head_gammas(model, tok)
     scenes = all_scenes[:args.scenes]
@@ -323,7 +323,7 @@ def _print_decode(summary) -> None:
 
 
 def _sweep(args) -> int:
-    from .decide.sweep import run_sweep
+    from drift_eval.plugin.sweep import run_sweep
 
     run_sweep(args.output, args.settings, args.tasks, model_args=args.model_args, limit=args.limit,
               gen_kwargs=args.gen_kwargs, batch_size=args.batch_size, device=args.device, span=args.span,
@@ -333,7 +333,7 @@ def _sweep(args) -> int:
 
 
 def _report(args) -> int:
-    from .reports.render import write_report
+    from drift_eval.reports.render import write_report
 
     out = args.output or os.path.join(args.results[0], "report.html")
     print(write_report(args.results, out, fmt=args.format, allow_partial=args.partial, policy=args.policy,
@@ -342,7 +342,7 @@ def _report(args) -> int:
 
 
 def _gate(args) -> int:
-    from .decide.gate import run_gate
+    from drift_eval.decide.gate import run_gate
 
     return run_gate(args.results, args.policy, junit_xml=args.junit_xml, baseline=args.baseline)
 
@@ -350,9 +350,9 @@ def _gate(args) -> int:
 def _compare(args) -> int:
     import json
 
-    from .decide.compare import compare_models
-    from .decide.gate import resolve_baseline
-    from .decide.results import load_output
+    from drift_eval.decide.compare import compare_models
+    from drift_eval.decide.gate import resolve_baseline
+    from drift_eval.decide.results import load_output
 
     if args.within:
         output = load_output(args.within)
@@ -390,7 +390,7 @@ def _compare(args) -> int:
 
 
 def _leaderboard(args) -> int:
-    from .reports.leaderboard import write_leaderboard
+    from drift_eval.reports.leaderboard import write_leaderboard
 
     text = write_leaderboard(args.results, args.output, args.format)
     print(args.output if args.output else text)
@@ -400,7 +400,7 @@ def _leaderboard(args) -> int:
 def _accessibility(args) -> int:
     import json
 
-    from .measure.cramming import Settings, run
+    from drift_eval.measure.cramming import Settings, run
 
     settings = Settings.from_options(ms=args.ms, lengths=args.lengths, strings=args.strings,
                                      max_steps=args.max_steps, patience=args.patience, seed=args.seed,
@@ -579,7 +579,7 @@ def main(argv=None) -> int:
     import gc
 
     gc.collect()  # progress bars held by the interrupted frames close now, before the last line
-    from .decide.sweep import RESUME
+    from drift_eval.plugin.sweep import RESUME
 
     print(f"drift-eval: interrupted{': ' + RESUME if command == 'sweep' else ''}", file=sys.stderr)
     return 130

@@ -18,7 +18,7 @@ import os
 import tempfile
 from contextlib import contextmanager
 
-from .errors import DamagedFile, DriftUsageError
+from drift_eval.errors import DamagedFile, DriftUsageError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DAMAGED = ".damaged"
@@ -142,6 +142,34 @@ def folder_lock(folder: str, what: str):
     once with one line (``what`` names the first one's work)."""
     return _locked(os.path.join(folder, ".lock"),
                    busy=f"{folder} is in use by another {what}: wait for it to end, or use another folder")
+
+
+# ---------------------------------------------------------------------------- the cache folder
+CACHE_ENV = "DRIFT_CACHE_DIR"
+
+
+def cache_dir(*parts: str) -> str:
+    """The folder ``parts`` under the project's cache (``DRIFT_CACHE_DIR``, default
+    ``~/.cache/lm-eval-drift``), created if needed. A cache root that is not a usable folder
+    (a file, an empty or relative value, a folder that cannot be written) is one
+    ``DriftUsageError`` line."""
+    env = os.environ.get(CACHE_ENV)
+    if env is not None and not os.path.isabs(env):
+        raise DriftUsageError(f"{CACHE_ENV}={env!r} is not an absolute folder path: set it to one, or unset it")
+    root = env or os.path.join(os.path.expanduser("~"), ".cache", "lm-eval-drift")
+    path = os.path.join(root, *parts)
+    for folder in (root, path):
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise DriftUsageError(f"the cache folder {folder} is a file ({CACHE_ENV}): move it away, or set "
+                                  f"{CACHE_ENV} to a folder")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise DriftUsageError(f"cannot create the cache folder {path} ({exc.strerror or type(exc).__name__}): set "
+                              f"{CACHE_ENV} to a writable folder") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise DriftUsageError(f"the cache folder {path} is not writable: set {CACHE_ENV} to a writable folder")
+    return path
 
 
 # ---------------------------------------------------------------------------- reading

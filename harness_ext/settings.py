@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .errors import DriftUsageError
+from drift_eval.errors import DriftUsageError
 
 MODES = ("none", "log", "const", "head")
 SPANS = ("system", "prompt")

@@ -5,8 +5,8 @@ per-conversation value of the conversation tasks.
 """
 from __future__ import annotations
 
-from . import langid
-from .text import repetition, words
+from drift_eval.metrics import langid
+from drift_eval.metrics.text import repetition, words
 
 LEAK_LEXICON = frozenset({
     "french", "francais", "francaise", "language", "languages", "langue", "langues",

@@ -27,7 +27,7 @@ from collections import Counter
 
 import numpy as np
 
-from . import stats
+from drift_eval.metrics import stats
 
 #: the ridge penalties the probe chooses from (standardised features)
 ALPHAS = np.logspace(-2, 6, 17)

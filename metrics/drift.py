@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 import string
 
-from . import langid
-from .text import fold
+from drift_eval.metrics import langid
+from drift_eval.metrics.text import fold
 
 ECHO_PATTERNS = [
     r"\b(?:answer|answers|answering|respond|responding|reply|replying|write|writing|speak|speaking)\b[^.!?\n]{0,40}\bfrench\b",
@@ -79,7 +79,7 @@ def survival(timelines: list[list[str]], lang: str = "fr"):
     """Share of answers still in ``lang`` at each segment, with a 95% band (Kaplan-Meier:
     an answer that ends before the last segment without leaving ``lang`` is censored
     there); a ``drift_eval.metrics.stats.Survival``."""
-    from .stats import survival_curve
+    from drift_eval.metrics.stats import survival_curve
 
     return survival_curve([first_foreign(t, lang) for t in timelines], [max(len(t), 1) for t in timelines])
 

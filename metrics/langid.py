@@ -242,7 +242,7 @@ def left_language(text: str, target: str = "fr", rule: SegmentRule = SegmentRule
 
 def label_segments(pieces: list[str], target: str = "fr", rule: SegmentRule = SegmentRule()) -> list[SegmentLabel]:
     """The language of each consecutive piece of one answer under ``rule``."""
-    from .text import fold, repeated_shares
+    from drift_eval.metrics.text import fold, repeated_shares
 
     cleaned = [clean_for_lid(p) for p in pieces]
     preds = predict(cleaned, k=3)

@@ -17,9 +17,9 @@ import math
 import os
 import statistics
 
-from ..decide.results import load_output
-from ..errors import DriftUsageError
-from ..tasks import FRENCH_TURN, metric_catalogue
+from drift_eval.decide.results import load_output
+from drift_eval.errors import DriftUsageError
+from drift_eval.tasks import FRENCH_TURN, metric_catalogue
 
 
 def columns(output) -> list:
@@ -140,7 +140,7 @@ def write_leaderboard(roots: list, path: str | None, fmt: str | None = None) -> 
     import io
     import json
 
-    from ..files import write_text_atomic
+    from drift_eval.files import write_text_atomic
 
     if fmt is None:
         ext = os.path.splitext(path or "board.md")[1].lower()

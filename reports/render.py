@@ -30,9 +30,9 @@ import math
 import os
 import re
 
-from ..metrics import stats
-from ..tasks import FRENCH_TURN, hinted as _hinted, is_curve as _is_curve, metric_catalogue
-from .svg import line_plot, strip
+from drift_eval.metrics import stats
+from drift_eval.tasks import FRENCH_TURN, hinted as _hinted, is_curve as _is_curve, metric_catalogue
+from drift_eval.reports.svg import line_plot, strip
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
@@ -55,7 +55,7 @@ class Report:
     baseline, and the records of every number shown."""
 
     def __init__(self, output, policy: str | None = None, baseline: str | None = None):
-        from ..decide.gate import gate, resolve_baseline
+        from drift_eval.decide.gate import gate, resolve_baseline
 
         self.output = output
         self.cat = metric_catalogue()
@@ -109,7 +109,7 @@ def _slug(text: str) -> str:
 
 # ------------------------------------------------------------------------------ sections
 def _verdict(rep: Report) -> dict:
-    from ..decide.gate import LABEL, exit_status
+    from drift_eval.decide.gate import LABEL, exit_status
 
     gate = None
     if rep.outcomes is not None:
@@ -138,7 +138,7 @@ def _provenance_line(p: dict) -> str:
 
 
 def _survival(rep: Report) -> dict | None:
-    from ..metrics import drift
+    from drift_eval.metrics import drift
 
     plots = []
     for task, tl, _ in rep.timeline_tasks():
@@ -245,7 +245,7 @@ def _curves(rep: Report) -> dict | None:
 
 
 def _settings(rep: Report) -> dict | None:
-    from ..decide.compare import compared_metrics
+    from drift_eval.decide.compare import compared_metrics
 
     blocks = []
     for run in rep.output.ordered_runs():
@@ -266,7 +266,7 @@ def _settings(rep: Report) -> dict | None:
 
 
 def _baseline_rows(rep: Report, headline_only: bool = False) -> list:
-    from ..decide.compare import compare_models
+    from drift_eval.decide.compare import compare_models
 
     runs = {r.setting: r for r in rep.output.ordered_runs() if r.model == rep.candidate}
     return [_comparison_row(rep, runs[c.setting], c, "verdict" if headline_only else "baseline")
@@ -328,7 +328,7 @@ def _text_of(sample) -> str | None:
 
 
 def _excerpts(tr) -> list:
-    from ..measure.conversation import assistant_replies
+    from drift_eval.conversation import assistant_replies
 
     if not tr.samples:
         return []
@@ -352,7 +352,7 @@ def _excerpts(tr) -> list:
 
 
 def _audit(rep: Report) -> dict | None:
-    from ..metrics import drift
+    from drift_eval.metrics import drift
 
     blocks = []
     for task, tl, conf in rep.timeline_tasks():
@@ -384,7 +384,7 @@ def _audit(rep: Report) -> dict | None:
 
 def _segment_text(text: str, k: int, size: int, chars: int = 200) -> str:
     """The original text of segment ``k`` (``size`` metric tokens, as the timeline was cut)."""
-    from ..metrics import langid
+    from drift_eval.metrics import langid
 
     spans = [m.span() for m in langid.TOKEN_RE.finditer(text or "")][k * size:(k + 1) * size]
     if not spans:
@@ -395,7 +395,7 @@ def _segment_text(text: str, k: int, size: int, chars: int = 200) -> str:
 
 def strip_table(rows: list, title: str):
     """The audit strips of one run as one SVG (for the Markdown report)."""
-    from .svg import strips
+    from drift_eval.reports.svg import strips
 
     return strips([(f"doc {r['doc_id']}", r["cells"]) for r in rows], title)
 
@@ -591,9 +591,9 @@ def write_report(results, path: str, fmt: str | None = None, allow_partial: bool
                  policy: str | None = None, baseline: str | None = None) -> str:
     """Write the report of one results folder or a list of them (a Markdown report's plots
     go to ``<name>-plots/`` beside it)."""
-    from ..decide.results import load_output
-    from ..errors import DriftUsageError
-    from ..files import write_text_atomic
+    from drift_eval.decide.results import load_output
+    from drift_eval.errors import DriftUsageError
+    from drift_eval.files import write_text_atomic
 
     if fmt is None:
         fmt = FORMATS.get(os.path.splitext(path)[1].lower())

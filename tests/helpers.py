@@ -256,3 +256,61 @@ def png_pixels(path):
         out += [tuple(line[i:i + 3]) for i in range(0, stride, bpp)]
         prev = line
     return out
+
+
+# A plain lm-eval task (not a drift task) run with the plugin off, on, and beside a drift
+# task: what tests/test_guest.py and the server test compare.
+PLUGIN_OFF = {"LM_EVAL_DRIFT_AUTOLOAD": "0"}
+QUESTIONS = [{"question": "What is the capital of Italy?", "answer": "Rome"},
+             {"question": "What is the capital of Spain?", "answer": "Madrid"}]
+PLAIN_SAMPLE_KEYS = ("doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "doc_hash", "prompt_hash",
+                     "target_hash", "exact_match")
+
+
+def plain_task(folder) -> str:
+    """A plain lm-eval YAML task on a local JSON-lines file (not a drift task): its folder,
+    for ``--include_path``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data = folder / "capitals.jsonl"
+    data.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS), encoding="utf-8")
+    (folder / "plain_capitals.yaml").write_text(
+        "task: plain_capitals\n"
+        "dataset_path: json\n"
+        f"dataset_kwargs:\n  data_files:\n    test: {json.dumps(str(data))}\n"
+        "test_split: test\n"
+        "output_type: generate_until\n"
+        'doc_to_text: "{{question}}"\n'
+        'doc_to_target: "{{answer}}"\n'
+        'generation_kwargs:\n  until: ["\\n\\n"]\n  do_sample: false\n'
+        "metric_list:\n  - metric: exact_match\n    aggregation: mean\n    higher_is_better: true\n",
+        encoding="utf-8")
+    return str(folder)
+
+
+def _plain_run(tmp_path, name, model, model_args, tasks, env=None, system=None):
+    out = tmp_path / name
+    args = ["--model", model, "--model_args", model_args, "--include_path", plain_task(tmp_path / "task"),
+            "--tasks", tasks, "--apply_chat_template", "--limit", "2", "--gen_kwargs", "max_gen_toks=24",
+            "--output_path", out, "--log_samples", "--seed", "0"]
+    if model == "hf":
+        args += ["--device", "cpu", "--batch_size", "2"]
+    if system:
+        args += ["--system_instruction", system]
+    r = run_lm_eval(args, env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out
+
+
+def same_as_without_the_plugin(tmp_path, model, model_args, system=None):
+    """The plain task alone with the plugin off, alone with it on, and beside
+    ``drift_french_single`` with it on: the same prompts, answers and scores."""
+    off = _plain_run(tmp_path, "off", model, model_args, "plain_capitals", PLUGIN_OFF, system)
+    on = _plain_run(tmp_path, "on", model, model_args, "plain_capitals", None, system)
+    mixed = _plain_run(tmp_path, "mixed", model, model_args, "plain_capitals,drift_french_single", None, system)
+    want = [{k: s.get(k) for k in PLAIN_SAMPLE_KEYS} for s in samples_of(off, "plain_capitals")]
+    assert len(want) == 2 and all(w["resps"][0][0] for w in want)
+    for run in (on, mixed):
+        assert [{k: s.get(k) for k in PLAIN_SAMPLE_KEYS} for s in samples_of(run, "plain_capitals")] == want
+        assert results_of(run)["results"]["plain_capitals"] == results_of(off)["results"]["plain_capitals"]
+    assert "fully_french,none" in results_of(mixed)["results"]["drift_french_single"]  # the drift task ran too
+    return want

@@ -179,16 +179,18 @@ def test_cli_on_a_model_folder(smollm2_dir, tmp_path, capsys):
 
 
 def test_other_models_get_one_line_naming_hf_drift():
-    import lm_eval.models  # noqa: F401  (adds the drift request types to lm-eval's LM)
-    from lm_eval.api.model import LM
-
     from drift_eval.errors import DriftUsageError
+    from drift_eval.plugin.wrapper import DriftLM
+
+    class OtherModel:  # a model without the request type (lm-eval's hf, a server...)
+        def generate_until(self, requests):
+            return []
 
     class Request:
         task_name = "accessibility"
 
     with pytest.raises(DriftUsageError, match="accessibility optimises soft-prompt .* --model hf-drift"):
-        LM.accessibility(None, [Request()])
+        DriftLM(OtherModel(), {"accessibility"}).accessibility([Request()])
 
 
 @pytest.mark.slow

@@ -6,7 +6,8 @@ import torch
 
 from drift_eval.errors import DriftUsageError
 from drift_eval.measure import alpha
-from drift_eval.measure.capture import capture, decoder_blocks, output_projection
+from drift_eval.anatomy import decoder_blocks, output_projection
+from drift_eval.measure.capture import capture
 from drift_eval.metrics import alpha as am
 from helpers import CONTS, SCENE, TOK, tiny_model
 

@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from drift_eval.measure.capture import decoder_blocks
+from drift_eval.anatomy import decoder_blocks
 from helpers import CONTS, SCENE, TOK, tiny_model
-from drift_eval import compensation as comp
+from drift_eval.compensation import bias as comp
+from drift_eval.settings import CompensationConfig
 from drift_eval.measure import alpha
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics import alpha as am
@@ -68,13 +69,13 @@ def test_streamed_offsets_match_the_slow_reference(family, batch_size):
 
 def test_offsets_follow_the_active_compensation():
     model = tiny_model("llama")
-    state = comp.install(model, comp.CompensationConfig("log", 1.0, "prompt"))
+    state = comp.install(model, CompensationConfig("log", 1.0, "prompt"))
     cont_ids, T = alpha.continuation_ids(TOK, CONTS, 71)
     windows = am.octave_windows(T)
     got = alpha.scene_offsets(model, TOK, SCENE["base"], {"detail": SCENE["detail"]}, cont_ids, windows, state, 3)
     S, _ = _reference(model, SCENE["base"], SCENE["detail"], cont_ids, windows, state)
     assert np.allclose(got["detail"]["signal"], S, rtol=1e-4)
-    state.config = comp.CompensationConfig("none")
+    state.config = CompensationConfig("none")
     plain = alpha.scene_offsets(model, TOK, SCENE["base"], {"detail": SCENE["detail"]}, cont_ids, windows, state, 3)
     assert not np.allclose(plain["detail"]["signal"], got["detail"]["signal"], rtol=1e-3)
 
@@ -92,7 +93,7 @@ def test_continuation_nll_matches_a_plain_forward():
             ref = torch.nn.functional.cross_entropy(logits[-T - 1:-1], ids[0, -T:], reduction="sum")
             assert got[pi][ci] == pytest.approx(float(ref), rel=1e-4)
     # the bias toward the prompt changes the continuation's likelihood
-    state = comp.install(model, comp.CompensationConfig("const", 2.0, "prompt"))
+    state = comp.install(model, CompensationConfig("const", 2.0, "prompt"))
     biased = alpha.continuation_nll(model, TOK, prompts, cont_ids, state, 4)
     assert biased[0][0] != pytest.approx(got[0][0], rel=1e-4)
 

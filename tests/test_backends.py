@@ -1,11 +1,13 @@
 """Per-backend request mapping, instruction placement and data-parallel glue
-(``drift_eval.plugin.backends``), checked against each backend's own request schema."""
+(``drift_eval.plugin.backends``, ``chat``, ``wrapper``), checked against each backend's own
+request schema."""
 import json
 import os
 
 import pytest
 
 from drift_eval.plugin import backends as b
+from drift_eval.plugin import chat, wrapper
 from drift_eval.plugin.answers import Answer
 
 # What ForcedLengthTask sends (drift_french_single.yaml, with --gen_kwargs max_gen_toks=64).
@@ -115,51 +117,59 @@ def test_chat_servers_get_min_tokens_only_where_their_schema_has_it(api_models):
     assert payload["max_completion_tokens"] == 64
 
 
-def test_chat_responses_carry_the_servers_token_count(api_models):
+def test_chat_responses_carry_the_servers_token_count_during_a_drift_call_only(api_models):
     local, _ = api_models
-    b.adapt(type(local))
     resp = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Bonjour"}}],
             "usage": {"prompt_tokens": 9, "completion_tokens": 3}}
-    [text] = local.parse_generations(outputs=[resp])
+    before = dict(vars(type(local)))
+    with wrapper._server_counts(local, b.backend_of(local)):
+        [text] = local.parse_generations(outputs=[resp])
     assert text == "Bonjour" and text.meta == {"tokens": 3}
+    [plain] = local.parse_generations(outputs=[resp])  # after the call: lm-eval's own, untouched
+    assert type(plain) is str and "parse_generations" not in vars(local) and dict(vars(type(local))) == before
 
 
 def test_answers_record_forced_length_tokens_and_placement():
     usage = b.BACKENDS["LocalChatCompletion"]
-    assert b._answer(None, usage, Answer("x", tokens=64), 64, "system").meta == {
+    assert b.answer(None, usage, Answer("x", tokens=64), 64, "system").meta == {
         "tokens": 64, "forced_length": True, "instruction_placement": "system"}
     # a server that reported fewer tokens than asked did not force the length
-    assert b._answer(None, usage, Answer("x", tokens=12), 64, "user").meta["forced_length"] is False
-    assert b._answer(None, b.BACKENDS["OpenAIChatCompletion"], Answer("x", tokens=64), 64, None).meta == {
+    assert b.answer(None, usage, Answer("x", tokens=12), 64, "user").meta["forced_length"] is False
+    assert b.answer(None, b.BACKENDS["OpenAIChatCompletion"], Answer("x", tokens=64), 64, None).meta == {
         "tokens": 64, "forced_length": False}
     # what the model itself reported stays (hf-drift's own forced length and natural end)
     own = Answer("x", tokens=64, forced_length=True, natural_end=20)
-    assert b._answer(None, b.BACKENDS["HFDriftLM"], own, 64, "system").meta["natural_end"] == 20
-    assert b._answer(None, b.BACKENDS["HFLM"], "plain text", 0, "plain").meta == {
+    assert b.answer(None, b.BACKENDS["HFDriftLM"], own, 64, "system").meta["natural_end"] == 20
+    assert b.answer(None, b.BACKENDS["HFLM"], "plain text", 0, "plain").meta == {
         "tokens": None, "instruction_placement": "plain"}
 
 
 def test_the_instruction_moves_into_the_first_user_message_only_without_a_system_role():
     msgs = [{"role": "system", "content": "Answer in French."}, {"role": "user", "content": "Hi"},
             {"role": "assistant", "content": "Salut"}, {"role": "user", "content": "More"}]
-    assert b.keep_instruction(msgs, True) is msgs
-    folded = b.keep_instruction(msgs, False)
+    assert chat.keep_instruction(msgs, True) is msgs
+    folded = chat.keep_instruction(msgs, False)
     assert folded == [{"role": "user", "content": "Answer in French.\n\nHi"},
                       {"role": "assistant", "content": "Salut"}, {"role": "user", "content": "More"}]
     assert msgs[1]["content"] == "Hi"  # the caller's history is not changed
-    assert b.keep_instruction([{"role": "system", "content": "S"}], False) == [{"role": "user", "content": "S"}]
-    assert b.keep_instruction(msgs[1:], False) == msgs[1:]
+    assert chat.keep_instruction([{"role": "system", "content": "S"}], False) == [{"role": "user", "content": "S"}]
+    assert chat.keep_instruction(msgs[1:], False) == msgs[1:]
 
 
 def test_placement_is_read_from_chat_messages():
     from lm_eval.models.api_models import JsonChatStr
 
-    def chat(*msgs):
-        return JsonChatStr(json.dumps([{"role": r, "content": c} for r, c in msgs]))
+    def msgs(*pairs):
+        return JsonChatStr(json.dumps([{"role": r, "content": c} for r, c in pairs]))
 
-    assert b.placement(None, chat(("system", "Réponds en français."), ("user", "Hi")), "Réponds en français.") == "system"
-    assert b.placement(None, chat(("user", "Réponds en français.\n\nHi")), "Réponds en français.") == "user"
-    assert b.placement(None, chat(("user", "Hi")), "Réponds en français.") is None
+    fr = "Réponds en français."
+    assert b.placement(msgs(("system", fr), ("user", "Hi")), fr, chat=True, system_role=True) == "system"
+    assert b.placement(msgs(("user", f"{fr}\n\nHi")), fr, chat=True, system_role=False) == "user"
+    assert b.placement(msgs(("user", "Hi")), fr, chat=True, system_role=True) is None
+    # a rendered string: the template's system role says which turn holds it
+    assert b.placement(f"<s>{fr}</s><u>Hi</u>", fr, chat=True, system_role=True) == "system"
+    assert b.placement(f"<u>{fr}\n\nHi</u>", fr, chat=True, system_role=False) == "user"
+    assert b.placement(f"{fr}\n\nHi", fr, chat=False, system_role=True) == "plain"
 
 
 def test_answer_placement_survives_the_json_round_trip_and_is_validated():
@@ -182,7 +192,7 @@ def test_gathered_metrics_of_a_rank_without_documents_get_every_key():
 def _tasks(names):
     from lm_eval.tasks import TaskManager
 
-    return b._tasks_of(TaskManager().load(names))
+    return wrapper.tasks_of(TaskManager().load(names))
 
 
 def test_every_drift_task_builds_requests_on_a_rank_without_documents():
@@ -199,7 +209,7 @@ def test_every_drift_task_builds_requests_on_a_rank_without_documents():
 
 def test_request_types_are_read_from_the_tasks():
     tasks = _tasks(["drift_french_single", "drift_french_multiturn", "position_bias"])
-    assert {n: b.request_types(t, n) for n, t in tasks.items()} == {
+    assert {n: wrapper.request_types(t, n) for n, t in tasks.items()} == {
         "drift_french_single": {"generate_until"}, "drift_french_multiturn": {"generate_conversation"},
         "position_bias": {"position_profile"}}
 
@@ -264,7 +274,8 @@ def test_the_conversation_bar_shows_every_turn_also_when_turns_end_at_once(capsy
     from lm_eval.api.instance import Instance
     from lm_eval.api.model import LM
 
-    from drift_eval.measure.conversation import ConversationSpec
+    from drift_eval.conversation import ConversationSpec
+    from drift_eval.plugin import conversations
     from drift_eval.plugin.request_types import CONVERSATION
 
     class Instant(LM):
@@ -281,8 +292,8 @@ def test_the_conversation_bar_shows_every_turn_also_when_turns_end_at_once(capsy
             return ["réponse" for _ in requests]
 
     spec = ConversationSpec("Answer only in French.", ["u1", "u2", "u3"])
-    req = Instance(CONVERSATION, {}, (spec.to_json(), {"until": [], "max_gen_toks": 8}), 0)
-    [history] = b.serve_conversations(Instant(), [req])
+    req = Instance(CONVERSATION.name, {}, (spec.to_json(), {"until": [], "max_gen_toks": 8}), 0)
+    [history] = conversations.serve(Instant(), [req])
     assert json.loads(history)[-1] == {"role": "assistant", "content": "réponse"}
     shown = capsys.readouterr().err
     assert all(f"{k}/3" in shown for k in (1, 2, 3)), shown

@@ -72,13 +72,13 @@ def test_template_without_system_role_gets_the_instruction_in_the_first_user_mes
 
 
 def test_compensation_span_follows_the_instruction_into_the_user_message(no_system_dir):
-    from drift_eval.plugin.backends import adapt
+    from drift_eval.plugin.chat import InstructionKeeping
     from drift_eval.plugin.model import HFDriftLM
 
     lm = HFDriftLM(pretrained=no_system_dir, compensation="log", span="system", device="cpu", batch_size=1)
-    adapt(type(lm))
+    render = InstructionKeeping(lm.apply_chat_template)  # what the drift tasks render with
     system = _system_prompt()
-    ctx = lm.apply_chat_template([{"role": "system", "content": system}, {"role": "user", "content": "Hello there"}])
+    ctx = render([{"role": "system", "content": system}, {"role": "user", "content": "Hello there"}])
     assert ctx.startswith(f"<start_of_turn>user\n{system}\n\nHello there")
     lm._docs_by_context = {ctx: {"system_prompt": system}}
     ids, mask = lm.tok_batch_encode([ctx])

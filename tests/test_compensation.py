@@ -4,12 +4,13 @@ import pytest
 import torch
 
 from helpers import FAMILIES, tiny_model
-from drift_eval import compensation as comp
+from drift_eval.compensation import bias as comp
+from drift_eval.settings import CompensationConfig
 from drift_eval.errors import DriftUsageError
 
 
 def _state(mode, strength, span_end, positions, prompt_len=None, gen_len=None):
-    st = comp.DriftState(comp.CompensationConfig(mode, strength))
+    st = comp.DriftState(CompensationConfig(mode, strength))
     st.set_rows(span_end, prompt_len, gen_len)
     st.begin_forward(positions)
     return st
@@ -30,7 +31,7 @@ def test_log_bias_values_for_known_positions():
 def test_positions_are_computed_only_when_something_is_biased():
     mask = torch.tensor([[0, 1, 1, 1]])
     assert _state("none", 0.0, [2], mask).positions is None  # stock attention pays nothing
-    idle = comp.DriftState(comp.CompensationConfig("log", 1.0))
+    idle = comp.DriftState(CompensationConfig("log", 1.0))
     idle.begin_forward(mask)  # installed, but no rows set
     assert idle.positions is None
     assert _state("log", 1.0, [2], mask).positions.tolist() == [[-1, 0, 1, 2]]
@@ -59,7 +60,7 @@ def test_const_level_equals_mean_of_log_bias_over_generation():
 
 def test_head_mode_scales_each_head():
     model = tiny_model("llama")
-    state = comp.install(model, comp.CompensationConfig("head", 2.0))
+    state = comp.install(model, CompensationConfig("head", 2.0))
     state.head_gammas = torch.tensor([[0.0, 0.5, 1.0, 1.5], [1.0, 1.0, 1.0, 1.0]])
     state.set_rows([3])
     state.begin_forward(torch.ones(1, 8, dtype=torch.long))
@@ -75,7 +76,7 @@ def test_head_mode_scales_each_head():
 ])
 def test_bad_settings_are_one_line_errors(bad):
     with pytest.raises(DriftUsageError) as err:
-        comp.CompensationConfig.parse(**bad)
+        CompensationConfig.parse(**bad)
     assert "\n" not in str(err.value) and str(err.value)
 
 
@@ -92,7 +93,7 @@ def test_strength_zero_equals_stock_attention(family):
     model = tiny_model(family)
     with torch.no_grad():
         stock = model(input_ids=ids, attention_mask=mask).logits
-    state = comp.install(model, comp.CompensationConfig("log", 0.0))
+    state = comp.install(model, CompensationConfig("log", 0.0))
     state.set_rows([6, 6])
     with torch.no_grad():
         zero = model(input_ids=ids, attention_mask=mask).logits
@@ -105,7 +106,7 @@ def test_strength_zero_equals_stock_attention(family):
 def test_cached_generation_equals_full_recompute(family, mode):
     ids, mask = _batch()
     model = tiny_model(family, layers=2)
-    state = comp.install(model, comp.CompensationConfig(mode, 1.0))
+    state = comp.install(model, CompensationConfig(mode, 1.0))
     state.head_gammas = torch.linspace(0.2, 1.8, 8).reshape(2, 4)
     prompt_len = mask.sum(1)
     state.set_rows([6, 6], prompt_len, 16)
@@ -119,7 +120,7 @@ def test_cached_generation_equals_full_recompute(family, mode):
         full = model(input_ids=out.sequences, attention_mask=full_mask).logits[:, 19:-1]
     assert (cached - full).abs().max().item() < 1e-4
     # and the bias did something
-    state.config = comp.CompensationConfig("none")
+    state.config = CompensationConfig("none")
     with torch.no_grad():
         plain = model(input_ids=out.sequences, attention_mask=full_mask).logits[:, 19:-1]
     assert (plain - full).abs().max().item() > 1e-4
@@ -131,7 +132,7 @@ def test_eager_and_sdpa_agree_under_bias(family):
     results = []
     for attn in ("sdpa", "eager"):
         model = tiny_model(family, attn=attn)
-        state = comp.install(model, comp.CompensationConfig("log", 1.0), base=attn)
+        state = comp.install(model, CompensationConfig("log", 1.0), base=attn)
         state.set_rows([6, 6])
         with torch.no_grad():
             results.append(model(input_ids=ids, attention_mask=mask).logits)
@@ -146,7 +147,7 @@ def test_first_layer_weights_are_reweighted_by_exp_bias():
     model = tiny_model("llama", attn="eager")
     with torch.no_grad():
         stock = model(input_ids=ids, output_attentions=True).attentions[0][0]
-    state = comp.install(model, comp.CompensationConfig("log", 1.5), base="eager")
+    state = comp.install(model, CompensationConfig("log", 1.5), base="eager")
     state.set_rows([5])
     with torch.no_grad():
         biased = model(input_ids=ids, output_attentions=True).attentions[0][0]

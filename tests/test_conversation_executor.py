@@ -4,9 +4,11 @@ import json
 import pytest
 from lm_eval.api.instance import Instance
 
-from drift_eval.measure.conversation import ConversationSpec, assistant_replies, run_conversations
-from drift_eval.plugin.request_types import CONVERSATION
+from drift_eval.conversation import ConversationSpec, assistant_replies
 from drift_eval.errors import DriftUsageError
+from drift_eval.plugin.conversations import run_conversations as _run
+from drift_eval.plugin.request_types import CONVERSATION
+from drift_eval.plugin.wrapper import DriftLM
 from drift_eval.tasks.drift_french.data import system_prompt
 
 pytestmark = pytest.mark.slow
@@ -26,7 +28,13 @@ def lm(smollm2_dir):
 
 
 def _requests(specs):
-    return [Instance(CONVERSATION, {"system_prompt": s.system_prompt}, (s.to_json(), dict(GEN)), 0) for s in specs]
+    return [Instance(CONVERSATION.name, {"system_prompt": s.system_prompt}, (s.to_json(), dict(GEN)), 0)
+            for s in specs]
+
+
+def run_conversations(lm, requests):
+    """The executor on ``lm`` as a drift run's model serves it (``DriftLM``)."""
+    return _run(DriftLM(lm, set()), requests)
 
 
 class Recorder:

@@ -157,7 +157,7 @@ def test_generation_keeps_the_hidden_states_at_the_centres():
     import torch
 
     from drift_eval.measure import decode
-    from drift_eval.measure.capture import decoder_blocks
+    from drift_eval.anatomy import decoder_blocks
     from helpers import tiny_model
 
     class Tok:

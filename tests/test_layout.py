@@ -1,5 +1,8 @@
-"""The layers stay apart: what reads results imports no torch, and the code outside
-``tasks/`` reaches task data only through each task's ``data.py``."""
+"""The layers stay apart (the fast loop checks it): the import contract in pyproject.toml
+(``[tool.importlinter]``: layers point one way, what reads results imports no torch,
+transformers or lm-eval, code outside ``tasks/`` reaches a task through its ``data.py``),
+no import cycle between modules, imports of the package written absolute, and the light
+modules light when they are really imported."""
 import ast
 import json
 import os
@@ -10,30 +13,92 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEAVY = ("torch", "transformers", "lm_eval")
-LIGHT = ["drift_eval", "drift_eval.settings", "drift_eval.files", "drift_eval.errors",
+FOLDERS = {"harness_ext": "drift_eval", "metrics": "drift_eval.metrics", "reports": "drift_eval.reports",
+           "tasks": "drift_eval.tasks"}  # pyproject.toml's package-dir
+LIGHT = ["drift_eval", "drift_eval.settings", "drift_eval.files", "drift_eval.errors", "drift_eval.conversation",
          "drift_eval.metrics.langid", "drift_eval.metrics.drift", "drift_eval.metrics.conversation",
          "drift_eval.metrics.alpha", "drift_eval.metrics.decode", "drift_eval.metrics.rollout",
-         "drift_eval.metrics.accessibility",
-         "drift_eval.metrics.stats", "drift_eval.decide.results", "drift_eval.decide.gate",
-         "drift_eval.decide.compare", "drift_eval.decide.answer_cache",
-         "drift_eval.decide.pytest_plugin", "drift_eval.reports.render", "drift_eval.reports.svg",
-         "drift_eval.reports.leaderboard",
+         "drift_eval.metrics.accessibility", "drift_eval.metrics.stats", "drift_eval.decide.results",
+         "drift_eval.decide.gate", "drift_eval.decide.compare", "drift_eval.decide.pytest_plugin",
+         "drift_eval.reports.render", "drift_eval.reports.svg", "drift_eval.reports.leaderboard",
          "drift_eval.compensation", "drift_eval.compensation.spans", "drift_eval.tasks",
          "drift_eval.tasks.drift_french.data", "drift_eval.tasks.drift_alpha.data",
-         "drift_eval.measure.conversation", "drift_eval._startup"]
+         "drift_eval.plugin.request_types", "drift_eval.plugin.answers", "drift_eval.plugin.backends",
+         "drift_eval.plugin.chat", "drift_eval.plugin.answer_cache", "drift_eval._startup"]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("module", LIGHT)
-def test_module_imports_neither_torch_nor_transformers(module):
-    code = (f"import sys, json; import {module}; "
-            f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout.strip().splitlines()[-1]) == [], f"{module} pulls in heavy modules"
+@pytest.fixture(scope="module")
+def package_tree(tmp_path_factory):
+    """The package as it installs (``drift_eval/`` with ``metrics/``, ``reports/`` and
+    ``tasks/`` inside), as links into the checkout: the import graph of an editable install
+    would miss the folders that pyproject.toml maps in."""
+    tree = tmp_path_factory.mktemp("package")
+    pkg = tree / "drift_eval"
+    pkg.mkdir()
+    for name in os.listdir(os.path.join(ROOT, "harness_ext")):
+        os.symlink(os.path.join(ROOT, "harness_ext", name), pkg / name)
+    for folder, module in FOLDERS.items():
+        if folder != "harness_ext":
+            os.symlink(os.path.join(ROOT, folder), pkg / module.rsplit(".", 1)[1])
+    return str(tree)
 
 
-@pytest.mark.slow
+def _in_tree(tree, code, *args):
+    env = dict(os.environ, PYTHONPATH=tree, LM_EVAL_DRIFT_AUTOLOAD="0")
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=120)
+
+
+def test_the_import_contract_holds(package_tree):
+    code = ("import sys\n"
+            "from importlinter.cli import lint_imports\n"
+            "sys.exit(lint_imports(config_filename=sys.argv[1], no_cache=True, no_logo=True))")
+    r = _in_tree(package_tree, code, os.path.join(ROOT, "pyproject.toml"))
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert "Contracts: 3 kept, 0 broken" in r.stdout, r.stdout[-2000:]
+
+
+def test_no_import_cycle_between_modules(package_tree):
+    """Strongly connected components of the module import graph (every import statement,
+    function-level ones included) are single modules."""
+    import numpy as np
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    code = ("import grimp, json, sys\n"
+            "g = grimp.build_graph('drift_eval', cache_dir=None)\n"
+            "mods = sorted(g.modules)\n"
+            "print(json.dumps({m: sorted(g.find_modules_directly_imported_by(m)) for m in mods}))")
+    r = _in_tree(package_tree, code)
+    assert r.returncode == 0, r.stderr[-2000:]
+    graph = json.loads(r.stdout)
+    assert "drift_eval.metrics.stats" in graph and "drift_eval.tasks.drift_french.data" in graph  # the whole package
+    names = sorted(graph)
+    index = {m: i for i, m in enumerate(names)}
+    rows, cols = zip(*[(index[a], index[b]) for a, targets in graph.items() for b in targets if b in index and a != b])
+    matrix = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(names), len(names)))
+    _, labels = connected_components(matrix, directed=True, connection="strong")
+    cycles = [sorted(names[i] for i in np.flatnonzero(labels == lab)) for lab in set(labels.tolist())
+              if (labels == lab).sum() > 1]
+    assert cycles == [], cycles
+
+
+def test_light_modules_import_neither_torch_nor_transformers_nor_lm_eval():
+    """Each light module, really imported (dynamic imports included), in one interpreter:
+    the first one after which a heavy module is loaded is the one that pulled it in."""
+    code = ("import importlib, json, sys\n"
+            f"heavy = {HEAVY!r}\n"
+            "for m in json.loads(sys.argv[1]):\n"
+            "    importlib.import_module(m)\n"
+            "    pulled = [h for h in heavy if h in sys.modules]\n"
+            "    if pulled:\n"
+            "        print(json.dumps([m, pulled])); sys.exit(0)\n"
+            "print(json.dumps(None))")
+    r = subprocess.run([sys.executable, "-c", code, json.dumps(LIGHT)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1]) is None, f"pulls in heavy modules: {r.stdout}"
+
+
 def test_building_a_report_context_imports_no_torch(tmp_path):
     code = ("import sys, json\n"
             "sys.path.insert(0, sys.argv[1])\n"
@@ -48,41 +113,21 @@ def test_building_a_report_context_imports_no_torch(tmp_path):
     assert json.loads(r.stdout.strip().splitlines()[-1]) == []
 
 
-def _python_files(folder):
-    for base, _, names in os.walk(os.path.join(ROOT, folder)):
-        for n in names:
-            if n.endswith(".py"):
-                yield os.path.join(base, n)
+def _python_files(*folders):
+    for folder in folders:
+        for base, _, names in os.walk(os.path.join(ROOT, folder)):
+            for n in names:
+                if n.endswith(".py"):
+                    yield os.path.join(base, n)
 
 
-def _imported_task_modules(path):
-    """Modules under ``drift_eval.tasks`` that ``path`` imports (absolute or relative)."""
-    tree = ast.parse(open(path, encoding="utf-8").read())
-    rel = os.path.relpath(path, os.path.join(ROOT, "harness_ext")).split(os.sep)[:-1]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = ["drift_eval", *rel][: len(rel) + 2 - node.level]
-                name = ".".join(base + ([node.module] if node.module else []))
-            else:
-                name = node.module or ""
-            targets = [name] if node.module else [f"{name}.{a.name}" for a in node.names]
-        elif isinstance(node, ast.Import):
-            targets = [a.name for a in node.names]
-        else:
-            continue
-        yield from (t for t in targets if t == "drift_eval.tasks" or t.startswith("drift_eval.tasks."))
-
-
-def test_harness_ext_reaches_tasks_only_through_their_data_loaders():
-    allowed = {"drift_eval.tasks"}  # task_folder(), metric_catalogue()
-    for path in _python_files("harness_ext"):
-        for mod in _imported_task_modules(path):
-            parts = mod.split(".")
-            assert mod in allowed or (len(parts) == 4 and parts[3] == "data"), f"{path} imports {mod}"
-        for text in _code_strings(path):  # no path into tasks/ built by hand
-            assert "tasks/" not in text and not text.startswith("drift_eval.tasks"), \
-                f"{path} names a path under tasks/: {text!r}"
+def test_imports_of_the_package_are_absolute():
+    """``from ..metrics import stats`` inside ``harness_ext/decide/`` would point a reader
+    at ``harness_ext/metrics/``, which does not exist: the package's folders are mapped."""
+    for path in _python_files(*FOLDERS):
+        tree = ast.parse(open(path, encoding="utf-8").read())
+        relative = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level]
+        assert not relative, f"{os.path.relpath(path, ROOT)} line {relative[0]}: write the import absolute"
 
 
 def _code_strings(path):
@@ -96,6 +141,15 @@ def _code_strings(path):
                 docs.add(id(first.value))
     return [n.value for n in ast.walk(tree)
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+
+
+def test_harness_ext_builds_no_path_into_tasks():
+    """Code outside ``tasks/`` reaches task data through the task's ``data.py`` (the import
+    contract checks the imports): no path into ``tasks/`` built by hand either."""
+    for path in _python_files("harness_ext"):
+        for text in _code_strings(path):
+            assert "tasks/" not in text and not text.startswith("drift_eval.tasks"), \
+                f"{path} names a path under tasks/: {text!r}"
 
 
 def test_no_test_imports_from_conftest():

@@ -105,8 +105,10 @@ def test_startup_hook_is_installed_and_imports_nothing_heavy():
 
 
 def test_autoload_off_switch_leaves_lm_eval_alone():
-    code = ("import sys, lm_eval.models, lm_eval.tasks.manager as m; from lm_eval.api.registry import model_registry; "
-            "print('hf-drift' in model_registry, getattr(m.TaskManager.__init__, '_drift_patched', False), "
+    code = ("import sys, lm_eval.models, lm_eval.evaluator as e, lm_eval.tasks as t; "
+            "from lm_eval.api.registry import model_registry; "
+            "print('hf-drift' in model_registry, getattr(t.TaskManager, '_drift_entry_points', False) "
+            "and getattr(e.evaluate, '_drift_wrapped', False), "
             "any(type(f).__name__ == '_Finder' for f in sys.meta_path))")
     on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,

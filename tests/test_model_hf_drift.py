@@ -4,7 +4,8 @@ from contextlib import contextmanager
 import pytest
 import torch
 
-from drift_eval import compensation as comp
+from drift_eval.compensation import bias as comp
+from drift_eval.settings import CompensationConfig
 from drift_eval.errors import DriftUsageError
 from drift_eval.tasks.drift_french.data import system_prompt
 
@@ -51,7 +52,7 @@ def test_span_rows_cover_the_system_prompt_under_left_padding(lm):
 
 
 def test_span_prompt_covers_the_whole_prompt(lm):
-    with setting(lm, comp.CompensationConfig("log", 1.0, "prompt")):
+    with setting(lm, CompensationConfig("log", 1.0, "prompt")):
         prompts = [_prompt(lm, "Hi."), _prompt(lm, "Tell me a story.")]
         _, mask = lm.tok_batch_encode(prompts)
         assert lm._pending_rows == (mask.sum(1).tolist(), mask.sum(1).tolist())
@@ -78,17 +79,17 @@ def test_compensation_changes_generation_and_none_restores_it(lm):
                        {"until": [], "max_gen_toks": 24, "min_new_tokens": 24, "do_sample": False}), 0)
         return lm.generate_until([req], disable_tqdm=True)[0]
 
-    with setting(lm, comp.CompensationConfig("none")):
+    with setting(lm, CompensationConfig("none")):
         plain = run()
-    with setting(lm, comp.CompensationConfig("log", 3.0)):
+    with setting(lm, CompensationConfig("log", 3.0)):
         strong = run()
-    with setting(lm, comp.CompensationConfig("none")):
+    with setting(lm, CompensationConfig("none")):
         assert run() == plain
     assert strong != plain
 
 
 def test_head_calibration_is_per_layer_and_head_and_cached(lm, tmp_path, monkeypatch):
-    from drift_eval.compensation import calibration
+    from drift_eval.measure import calibration
 
     monkeypatch.setenv("DRIFT_CACHE_DIR", str(tmp_path))
     g = calibration.head_gammas(lm.model, lm.tokenizer)
@@ -105,15 +106,15 @@ def test_head_calibration_is_per_layer_and_head_and_cached(lm, tmp_path, monkeyp
 def test_head_setting_survives_its_own_calibration(lm, tmp_path, monkeypatch):
     monkeypatch.setenv("DRIFT_CACHE_DIR", str(tmp_path))  # forces a fresh calibration
     lm.drift_state.head_gammas = None
-    with setting(lm, comp.CompensationConfig("head", 0.5)):
+    with setting(lm, CompensationConfig("head", 0.5)):
         assert lm.drift_state.head_gammas is not None
-        assert lm.drift_state.config == comp.CompensationConfig("head", 0.5)
+        assert lm.drift_state.config == CompensationConfig("head", 0.5)
 
 
 def test_fit_kappa_recovers_known_exponents():
     import numpy as np
 
-    from drift_eval.compensation.calibration import fit_kappa
+    from drift_eval.measure.calibration import fit_kappa
 
     q = np.arange(40, 400)
     P = 40
@@ -146,7 +147,7 @@ def test_forced_answers_record_where_the_model_wanted_to_end(lm):
                        dict(gen, until=[], do_sample=False)), 0)
         return lm.generate_until([req], disable_tqdm=True)[0]
 
-    with setting(lm, comp.CompensationConfig("log", 1.0)):
+    with setting(lm, CompensationConfig("log", 1.0)):
         free = run({"max_gen_toks": 40})
         forced = run({"max_gen_toks": 40, "min_new_tokens": 40})
     assert isinstance(free, Answer) and isinstance(forced, Answer)
@@ -174,7 +175,7 @@ def test_the_reserved_cache_generates_what_the_stock_cache_generates(lm, monkeyp
         used.append((capacity, {type(layer).__name__ for layer in cache.layers}))
         return cache
 
-    with setting(lm, comp.CompensationConfig("log", 1.0)):
+    with setting(lm, CompensationConfig("log", 1.0)):
         monkeypatch.setattr(model, "reserved_cache", spy)
         reserved = lm.generate_until(reqs, disable_tqdm=True)
         monkeypatch.setattr(model, "reserved_cache", lambda config, capacity: None)

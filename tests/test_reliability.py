@@ -281,7 +281,7 @@ def test_unwritable_outputs_are_one_line(capsys, out, policy, tmp_path):
 
 # ---------------------------------------------------------------------- no code from data
 def test_a_planted_pickle_in_the_answer_cache_never_runs(tmp_path):
-    from drift_eval.decide.answer_cache import AnswerCache
+    from drift_eval.plugin.answer_cache import AnswerCache
 
     marker = tmp_path / "PWNED"
     warnings = []
@@ -294,25 +294,9 @@ def test_a_planted_pickle_in_the_answer_cache_never_runs(tmp_path):
     assert not marker.exists() and not warnings
 
 
-def test_the_pickled_cache_of_earlier_versions_is_refused_unread(tmp_path):
-    from drift_eval.decide.answer_cache import refuse_legacy
-
-    from sqlitedict import SqliteDict
-
-    marker = tmp_path / "PWNED"
-    folder = tmp_path / "none" / "cache"
-    folder.mkdir(parents=True)
-    with SqliteDict(str(folder / "requests_rank0.db"), autocommit=True) as db:
-        db["key"] = Planted(marker)
-    assert not marker.exists()
-    with pytest.raises(SystemExit) as exc:
-        refuse_legacy(str(folder))
-    assert "stored as pickle, which is never read: delete it" in str(exc.value) and not marker.exists()
-
-
 @pytest.mark.parametrize("content", [b"", b"this is not a database" * 100, b"SQLite format 3\x00" + b"\x00" * 50])
 def test_a_damaged_cache_file_is_rebuilt_with_a_warning(tmp_path, content):
-    from drift_eval.decide.answer_cache import AnswerCache
+    from drift_eval.plugin.answer_cache import AnswerCache
 
     folder = tmp_path / "cache"
     folder.mkdir()
@@ -329,7 +313,7 @@ def test_a_damaged_cache_file_is_rebuilt_with_a_warning(tmp_path, content):
 
 
 def test_a_cache_with_foreign_tables_is_set_aside(tmp_path):
-    from drift_eval.decide.answer_cache import AnswerCache
+    from drift_eval.plugin.answer_cache import AnswerCache
 
     folder = tmp_path / "cache"
     folder.mkdir()
@@ -349,7 +333,7 @@ def test_a_cache_with_foreign_tables_is_set_aside(tmp_path):
     ("continuation_nll", json.dumps({"nll": [1.0], "tokens": 4, "compensation": "none"})),
 ])
 def test_cached_answers_round_trip_and_are_type_checked(rtype, value):
-    from drift_eval.decide import answer_cache as ac
+    from drift_eval.plugin import answer_cache as ac
 
     assert ac.decode(rtype, ac.encode(rtype, value)) == value
     for other in ("generate_until", "loglikelihood", "generate_conversation", "position_profile"):
@@ -359,7 +343,7 @@ def test_cached_answers_round_trip_and_are_type_checked(rtype, value):
 
 
 def test_answers_keep_their_metadata_through_the_cache(tmp_path):
-    from drift_eval.decide.answer_cache import AnswerCache
+    from drift_eval.plugin.answer_cache import AnswerCache
     from drift_eval.plugin.answers import Answer
 
     a = Answer("Bonjour tout le monde", tokens=7, forced_length=True, natural_end=3)
@@ -390,7 +374,7 @@ def test_a_run_checkpoint_carries_every_answer_and_is_checked_before_anything_is
     import subprocess
     import sys
 
-    from drift_eval.decide.answer_cache import AnswerCache
+    from drift_eval.plugin.answer_cache import AnswerCache
     from drift_eval.errors import DamagedFile, DriftUsageError
     from drift_eval.plugin.answers import Answer
 
@@ -456,7 +440,7 @@ class _Backend:
         return out
 
     def generate_conversation(self, requests, disable_tqdm=False):
-        from drift_eval.measure.conversation import dump_messages
+        from drift_eval.conversation import dump_messages
 
         turns = self.generate_until([_Request((r.args[0] + " turn", {})) for r in requests])
         self.calls.append(("generate_conversation", len(requests)))
@@ -470,8 +454,8 @@ class _Request:
 
 
 def test_the_sweep_serves_cached_answers_with_their_metadata(tmp_path):
-    from drift_eval.decide.answer_cache import AnswerCache
-    from drift_eval.decide.sweep import _Answers
+    from drift_eval.plugin.answer_cache import AnswerCache
+    from drift_eval.plugin.sweep import _Answers
 
     def run(backend):
         cache = AnswerCache(str(tmp_path))
@@ -540,7 +524,7 @@ def test_a_second_sweep_on_a_folder_in_use_is_refused(tmp_path):
 
 
 def test_concurrent_cache_writers_keep_every_answer(tmp_path):
-    from drift_eval.decide.answer_cache import AnswerCache
+    from drift_eval.plugin.answer_cache import AnswerCache
 
     def writer(k):
         cache = AnswerCache(str(tmp_path))

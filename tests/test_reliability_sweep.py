@@ -170,21 +170,19 @@ def test_a_damaged_setting_reruns_alone_and_planted_pickles_never_run(tiny, refe
     assert r.returncode == 0, r.stderr
 
 
-def test_an_old_pickled_cache_is_refused_before_anything_runs(tiny, reference, tmp_path):
+def test_a_pickled_cache_planted_in_a_sweep_folder_is_never_opened(tiny, reference, tmp_path):
+    """lm-eval's own answer cache (``CachingLM``, pickled values) placed in a setting's cache
+    folder: the sweep reads only its JSON cache, so nothing in it ever runs."""
     from sqlitedict import SqliteDict
 
     out = tmp_path / "out"
     shutil.copytree(reference, out)
     marker = tmp_path / "PWNED"
-    legacy = out / "log_1" / "cache" / "requests_rank0.db"
-    with SqliteDict(str(legacy), autocommit=True) as db:
+    with SqliteDict(str(out / "log_1" / "cache" / "requests_rank0.db"), autocommit=True) as db:
         db["anything"] = Planted(marker)
-    before = sorted(glob.glob(str(out / "**"), recursive=True))
     r = _sweep(out, tiny)
-    assert r.returncode == 2 and "loading" not in r.stdout
-    assert _stderr_line(r) == (f"drift-eval: error: {legacy} is an answer cache of an earlier version, stored as "
-                               f"pickle, which is never read: delete it (its answers are generated again) and rerun")
-    assert not marker.exists() and sorted(glob.glob(str(out / "**"), recursive=True)) == before
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not marker.exists()
 
 
 @pytest.mark.parametrize("extra, needle", [
@@ -283,7 +281,7 @@ def test_a_truncated_language_model_never_crashes_the_interpreter(tmp_path):
 def test_a_damaged_calibration_cache_is_rebuilt(smollm2_dir, tmp_path, monkeypatch, caplog):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from drift_eval.compensation.calibration import head_gammas, model_fingerprint
+    from drift_eval.measure.calibration import head_gammas, model_fingerprint
 
     monkeypatch.setenv("DRIFT_CACHE_DIR", str(tmp_path))
     folder = tiny_chat_model(tmp_path / "model", smollm2_dir, layers=2)

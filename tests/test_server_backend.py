@@ -53,3 +53,16 @@ def test_openai_chat_completions_cannot_force_the_length_and_records_it(server, 
     [s] = samples_of(out, "drift_french_single")
     assert s["forced_length"] == 0.0 and isinstance(s["answer_tokens"], float) and s["answer_tokens"] >= 1
     assert "fully_french" in s and s["instruction_placement"] == "system"
+
+
+def test_a_non_drift_task_scores_the_same_with_and_without_the_plugin(server, tmp_path):
+    """The plain task alone with the plugin off and on, and beside drift_french_single in
+    one run, against the same server: the same prompts, answers and scores."""
+    from helpers import same_as_without_the_plugin
+
+    want = same_as_without_the_plugin(
+        tmp_path, "local-chat-completions", f"model={server.alias},base_url={server.url},num_concurrent=1,max_retries=1",
+        "Always answer in French.")
+    for sample in want:  # the chat messages lm-eval sent, system instruction first
+        messages = json.loads(sample["arguments"]["gen_args_0"]["arg_0"])
+        assert messages[0] == {"role": "system", "content": "Always answer in French."}

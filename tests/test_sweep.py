@@ -54,7 +54,7 @@ def test_sweep_resumes_without_recomputing(real_sweep, smollm2_dir, tmp_path):
 
     from lm_eval.api.model import hash_args
 
-    from drift_eval.decide.sweep import run_sweep
+    from drift_eval.plugin.sweep import run_sweep
 
     out = tmp_path / "out"
     shutil.copytree(real_sweep["dir"], out)

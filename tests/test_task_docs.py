@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from drift_eval.measure.conversation import ConversationSpec
+from drift_eval.conversation import ConversationSpec
 from drift_eval.errors import DriftUsageError
 from drift_eval.tasks.drift_french import utils
 

@@ -17,21 +17,26 @@ The setting itself (``CompensationConfig``: shape, strength, span, label) is par
 ``drift_eval.settings``, which needs no torch.
 
 Token 0 (the attention sink) never receives a bias. The bias enters through transformers'
-``AttentionInterface`` as two registered implementations, ``drift_sdpa`` and
-``drift_eager``, that wrap the stock ones; positions come from the 2-D attention mask that
-every forward call receives, so the bias is exact under the KV cache and with left padding.
+``AttentionInterface`` as registered implementations, ``drift_sdpa`` and ``drift_eager``,
+that wrap the stock ones; positions come from the 2-D attention mask that every forward
+call receives, so the bias is exact under the KV cache and with left padding. A third,
+``drift_eager_values``, is ``drift_eager`` that also hands each layer's value states and
+attention weights to a callback (``reading_values``, what ``drift_eval.measure.capture``
+uses). Every registration and every switch of a model's implementation is in this module.
 """
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
 
-from ..measure.capture import attention_modules
-from ..settings import CompensationConfig
+from drift_eval.anatomy import attention_modules, decoder_blocks, require_eager
+from drift_eval.settings import CompensationConfig
 
 IMPLEMENTATIONS = {"sdpa": "drift_sdpa", "eager": "drift_eager"}
+VALUES_IMPLEMENTATION = "drift_eager_values"
 
 
 def const_level(span_end, prompt_len, gen_len):
@@ -214,11 +219,22 @@ def drift_eager(module, query, key, value, attention_mask, **kwargs):
     return eager(module, query, key, value, attention_mask, **kwargs)
 
 
+def _eager_with_values(module, query, key, value, attention_mask, **kwargs):
+    """``drift_eager`` (stock eager attention plus the model's compensation), then the
+    module's value callback (``reading_values``) with the value states and the weights."""
+    out, weights = drift_eager(module, query, key, value, attention_mask, **kwargs)
+    callback = getattr(module, "_drift_values", None)
+    if callback is not None:
+        callback(value, weights)
+    return out, weights
+
+
 _registered = False
 
 
 def register_attention() -> None:
-    """Register ``drift_sdpa`` / ``drift_eager`` (and their mask builders) once."""
+    """Register ``drift_sdpa``, ``drift_eager`` and ``drift_eager_values`` (and their mask
+    builders) once."""
     global _registered
     if _registered:
         return
@@ -227,8 +243,10 @@ def register_attention() -> None:
 
     AttentionInterface.register("drift_sdpa", drift_sdpa)
     AttentionInterface.register("drift_eager", drift_eager)
+    AttentionInterface.register(VALUES_IMPLEMENTATION, _eager_with_values)
     AttentionMaskInterface.register("drift_sdpa", sdpa_mask)
     AttentionMaskInterface.register("drift_eager", eager_mask)
+    AttentionMaskInterface.register(VALUES_IMPLEMENTATION, eager_mask)
     _registered = True
 
 
@@ -237,6 +255,51 @@ def set_implementation(model, impl: str) -> None:
         model.set_attn_implementation(impl)
     else:  # pragma: no cover - older transformers
         model.config._attn_implementation = impl
+
+
+@contextmanager
+def _switched(model, impl: str):
+    """``model`` runs the attention implementation ``impl`` inside the ``with`` body, and
+    the one it had after."""
+    previous = model.config._attn_implementation
+    set_implementation(model, impl)
+    try:
+        yield
+    finally:
+        set_implementation(model, previous)
+
+
+@contextmanager
+def attention(model, base: str):
+    """Run ``model``'s attention on the stock ``base`` implementation (``eager`` or
+    ``sdpa``) inside the ``with`` body, through the drift wrappers (so that the model's
+    compensation setting still applies), and restore the previous implementation after."""
+    previous = model.config._attn_implementation
+    install(model)  # keeps the model's compensation setting
+    set_implementation(model, IMPLEMENTATIONS[base])
+    try:
+        yield
+    finally:
+        set_implementation(model, previous)
+
+
+@contextmanager
+def reading_values(model, callback):
+    """Inside the ``with`` body every attention layer hands ``callback(layer, values,
+    weights)`` the value states it mixes (``(batch, key/value heads, keys, head size)``,
+    before any repetition over query heads) and its attention weights. Needs eager
+    attention (``eager`` or ``drift_eager``); anything else stops with one line."""
+    require_eager(model, "reading attention value states")
+    register_attention()
+    blocks = decoder_blocks(model)
+    for b in blocks:
+        b.attention._drift_values = lambda v, w, i=b.index: callback(i, v, w)
+    try:
+        with _switched(model, VALUES_IMPLEMENTATION):
+            yield
+    finally:
+        for b in blocks:
+            b.attention.__dict__.pop("_drift_values", None)
 
 
 def install(model, config: CompensationConfig | None = None, base: str | None = None) -> DriftState:

@@ -1,3 +1,3 @@
-"""Decisions on results: the one results-folder loader (``results``), sweeps (``sweep``),
-release gates (``gate``) and the pytest plugin (``pytest_plugin``). Everything but
-``sweep`` reads results only and imports no torch."""
+"""Decisions on results, pure Python: the one results-folder loader (``results``),
+candidate-against-baseline comparisons (``compare``), release gates (``gate``) and the
+pytest plugin (``pytest_plugin``). Nothing here imports torch, transformers or lm-eval."""

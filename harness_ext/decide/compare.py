@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..errors import DriftUsageError
-from ..metrics import stats
+from drift_eval.errors import DriftUsageError
+from drift_eval.metrics import stats
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,7 @@ def compared_metrics(candidate_run, baseline_run, headline_only: bool = False) -
     group's aggregate metrics (the headline), then each task's ``key`` and ``summary``
     metrics (every scalar metric but curves for a task without hints). ``headline_only``:
     the groups' metrics, or the first ``summary`` metric when no group was run."""
-    from ..tasks import hinted, is_curve, metric_catalogue
+    from drift_eval.tasks import hinted, is_curve, metric_catalogue
 
     cat = metric_catalogue()
     out = []

@@ -26,7 +26,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from ..errors import DriftUsageError
+from drift_eval.errors import DriftUsageError
 
 ON = {"value": "value", "lower": "lower 95% bound", "upper": "upper 95% bound"}
 RULE_KEYS = {"name", "task", "metric", "setting", "on", "min", "max", "max_regression", "model"}
@@ -101,7 +101,7 @@ def check_regression(candidate, baseline, task: str, metric: str, setting: str =
                      model: str | None = None, baseline_model: str | None = None) -> Outcome:
     """One ``max_regression`` rule: the candidate against the baseline on their shared
     documents (``drift_eval.decide.compare``)."""
-    from .compare import compare_metric, judge
+    from drift_eval.decide.compare import compare_metric, judge
 
     tol = _number(max_regression, f"rule on {task}/{metric}: max_regression")
     if tol is None or tol < 0:
@@ -124,7 +124,7 @@ def load_policy(path: str) -> Policy:
     """The policy file, every rule checked (keys, types, bounds) before any result is read."""
     import yaml
 
-    from ..files import read_text
+    from drift_eval.files import read_text
 
     text = read_text(path, "policy file", remedy="fix the policy file", max_bytes=POLICY_BYTES)
     try:
@@ -183,7 +183,7 @@ def load_policy(path: str) -> Policy:
 def resolve_baseline(output, baseline: str | None, candidate: str | None):
     """(baseline results, baseline model, candidate model) for ``baseline``: a folder
     (holding one model), or a model name in ``output``; (None, None, candidate) without one."""
-    from .results import load_output
+    from drift_eval.decide.results import load_output
 
     if baseline is None:
         return None, None, candidate
@@ -234,7 +234,7 @@ def write_junit(outcomes: list, path: str, suite: str = "drift-eval gate", error
     and the file holds one error case saying why (never a passing file)."""
     import xml.etree.ElementTree as ET
 
-    from ..files import atomic_open
+    from drift_eval.files import atomic_open
 
     failures = sum(o.status == "fail" for o in outcomes)
     errors = sum(o.status == "underpowered" for o in outcomes) + bool(error)
@@ -279,7 +279,7 @@ def run_gate(results_dir: str, policy: str, junit_xml: str | None = None, log=pr
     """Exit status 0 (every rule passes), 1 (a rule fails) or 2 (an underpowered
     comparison); other unusable input raises ``DriftUsageError`` after replacing
     ``junit_xml`` with an error case."""
-    from .results import load_output
+    from drift_eval.decide.results import load_output
 
     if junit_xml:
         write_junit([], junit_xml, error="the gate has not finished")  # the path is writable, and no old pass stays

@@ -51,7 +51,7 @@ def _usage_errors_are_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from ..errors import DriftUsageError
+        from drift_eval.errors import DriftUsageError
 
         __tracebackhide__ = True
 
@@ -121,7 +121,7 @@ class DriftResults:
                model: str | None = None):
         """Assert ``min <= metric <= max`` on its value or an interval bound (``on``:
         value, lower, upper), with the same wording as ``drift-eval gate``."""
-        from .gate import check
+        from drift_eval.decide.gate import check
 
         __tracebackhide__ = True
         outcome = check(self.output, task, metric, setting, min, max, on, model=model)
@@ -139,12 +139,12 @@ class DriftResults:
         an error (``underpowered="warn"``: judged anyway, with a note)."""
         import os
 
-        from .gate import check_regression, resolve_baseline
+        from drift_eval.decide.gate import check_regression, resolve_baseline
 
         __tracebackhide__ = True
         base, base_model, candidate = resolve_baseline(self.output, os.fspath(baseline), model)
         if max_regression is None:
-            from .compare import compare_metric
+            from drift_eval.decide.compare import compare_metric
 
             return compare_metric(self.output, base, task, metric, setting, candidate, base_model)
         outcome = check_regression(self.output, base, task, metric, setting, max_regression, on, underpowered,
@@ -158,8 +158,8 @@ class DriftResults:
 
 @pytest.fixture(scope="session")
 def drift_results(request) -> DriftResults:
-    from ..errors import DriftUsageError
-    from .results import load_output
+    from drift_eval.errors import DriftUsageError
+    from drift_eval.decide.results import load_output
 
     path = request.config.getoption("--drift-results")
     if not path:

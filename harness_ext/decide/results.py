@@ -33,9 +33,9 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ..errors import DamagedFile, DriftUsageError
-from ..files import read_json, read_jsonl
-from ..settings import folder_name, setting_label  # noqa: F401  (folder_name: the sweep's layout)
+from drift_eval.errors import DamagedFile, DriftUsageError
+from drift_eval.files import read_json, read_jsonl
+from drift_eval.settings import folder_name, setting_label  # noqa: F401  (folder_name: the sweep's layout)
 
 MANIFEST = "sweep.json"
 _RESULTS_RE = re.compile(r"^results_(?P<date>.+)\.json$")
@@ -423,7 +423,7 @@ class Output:
         return self.runs[(m, setting)]
 
     def metric(self, task: str, name: str, setting: str = "none", model: str | None = None) -> Metric:
-        from ..metrics import stats
+        from drift_eval.metrics import stats
 
         run = self.run(setting, model)
         tr = run.task(task)
@@ -469,8 +469,8 @@ class Output:
         """Paired difference ``setting − baseline`` (settings of one model) on the samples
         both logged; for fitted metrics without per-sample values (drift_alpha's α), a z
         test on their standard errors; None when neither is possible."""
-        from ..metrics import stats
-        from .compare import shared_documents
+        from drift_eval.metrics import stats
+        from drift_eval.decide.compare import shared_documents
 
         a, b = self.metric(task, name, setting, model), self.metric(task, name, baseline, model)
         if not a.per_sample or not b.per_sample:

@@ -1,4 +1,5 @@
-"""Measurements inside a model (torch): finding its blocks and reading activations
-(``capture``), multi-turn conversations (``conversation``), hidden-state α and continuation
-perplexity (``alpha``), positional-bias rollout inputs (``position_bias``) and soft-prompt
-cramming (``cramming``). The maths they feed is in ``drift_eval.metrics``."""
+"""Measurements inside a model (torch): reading activations (``capture``), per-head
+dilution exponents (``calibration``), hidden-state α and continuation perplexity
+(``alpha``), free-generation decodability (``decode``), positional-bias rollout inputs
+(``position_bias``) and soft-prompt cramming (``cramming``). The maths they feed is in
+``drift_eval.metrics``; a model's parts are found by ``drift_eval.anatomy``."""

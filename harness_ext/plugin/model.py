@@ -14,18 +14,20 @@ See ``drift_eval.compensation`` for the bias itself and how the span is found.
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 
 from lm_eval.api.registry import register_model
 from lm_eval.models.huggingface import HFLM
 from lm_eval.models.utils import has_bos_prefix
 
-from ..compensation import bias as comp
-from .answers import Answer
-from .generation import Watch, cache_kwarg, generated_tokens, reserved_cache, show_progress
-from ..compensation.spans import system_span_end, token_counts
-from ..errors import DriftUsageError
-from ..settings import CompensationConfig
-from .local_models import cached_from_gguf
+from drift_eval.compensation import bias as comp
+from drift_eval.compensation.spans import system_span_end, token_counts
+from drift_eval.errors import DriftUsageError
+from drift_eval.plugin.answers import Answer
+from drift_eval.plugin.generation import Watch, cache_kwarg, generated_tokens, reserved_cache, show_progress
+from drift_eval.plugin.local_models import cached_from_gguf
+from drift_eval.plugin.request_types import TYPES
+from drift_eval.settings import CompensationConfig
 
 log = logging.getLogger("lm_eval_drift")
 
@@ -56,7 +58,7 @@ class HFDriftLM(HFLM):
         self.compensation = config
         self.drift_state.config = config
         if config.mode == "head" and config.active and self.drift_state.head_gammas is None:
-            from ..compensation.calibration import head_gammas
+            from drift_eval.measure.calibration import head_gammas
 
             self.drift_state.head_gammas = head_gammas(self.model, self.tokenizer)
 
@@ -161,50 +163,29 @@ class HFDriftLM(HFLM):
             self._pending_rows = None
             self._token_progress = False
 
-    # ------------------------------------------------------------------ conversations
-    def generate_conversation(self, requests, disable_tqdm: bool = False):
-        """Serve multi-turn conversation requests (``drift_eval.plugin.backends.serve_conversations``,
-        which every chat model of lm-eval shares)."""
-        from .backends import serve_conversations
-
-        self._conversation_bars = not disable_tqdm  # token progress within each turn
+    @contextmanager
+    def turn_progress(self, on: bool):
+        """Inside a conversation (``drift_eval.plugin.conversations``), whose turns run with
+        lm-eval's bars off: ``on`` shows each turn's token progress all the same."""
+        self._conversation_bars = bool(on)
         try:
-            return serve_conversations(self, requests, disable_tqdm=disable_tqdm)
+            yield
         finally:
             self._conversation_bars = False
 
-    # ------------------------------------------------------------------ prompt forgetting
-    def prompt_offsets(self, requests, disable_tqdm: bool = False):
-        """Serve teacher-forced prompt-pair requests for α (see ``drift_eval.measure.alpha``)."""
-        from ..measure.alpha import serve_offsets
 
-        return serve_offsets(self, requests)
+def _serving(rt):
+    def serve(self, requests, disable_tqdm: bool = False):
+        return rt.serving_function()(self, requests, disable_tqdm=disable_tqdm)
 
-    def free_generation(self, requests, disable_tqdm: bool = False):
-        """Serve free-generation decodability requests (see ``drift_eval.measure.decode``)."""
-        from ..measure.decode import serve
+    serve.__name__ = rt.name
+    serve.__doc__ = f"Serve ``{rt.name}`` requests ({rt.serve})."
+    return serve
 
-        return serve(self, requests)
 
-    def continuation_nll(self, requests, disable_tqdm: bool = False):
-        """Serve continuation-perplexity requests for drift_ppl (see ``drift_eval.measure.alpha``)."""
-        from ..measure.alpha import serve_nll
-
-        return serve_nll(self, requests)
-
-    # ------------------------------------------------------------------ positional bias
-    def position_profile(self, requests, disable_tqdm: bool = False):
-        """Serve positional-bias requests (see ``drift_eval.measure.position_bias``)."""
-        from ..measure.position_bias import serve
-
-        return serve(self, requests)
-
-    # ------------------------------------------------------------------ output accessibility
-    def accessibility(self, requests, disable_tqdm: bool = False):
-        """Serve cramming (output accessibility) requests (see ``drift_eval.measure.cramming``)."""
-        from ..measure.cramming import serve
-
-        return serve(self, requests)
+# every drift request type is a method of hf-drift (drift_eval.plugin.request_types)
+for _rt in TYPES.values():
+    setattr(HFDriftLM, _rt.name, _serving(_rt))
 
 
 class _AnswerHook:

@@ -1,14 +1,22 @@
-"""Plugin discovery for lm-eval 0.4.13, which has none of its own.
+"""Plugin discovery for lm-eval 0.4.13, which has none of its own, and the drift runs' model.
 
-Two entry-point groups are honoured, for this package and any other that declares them:
+``drift_eval._startup`` calls each function here right after lm-eval has imported the
+module concerned:
 
-* ``lm_eval.tasks``: the value names an importable package whose folder holds task YAML
-  files (the group proposed upstream in lm-eval PR #4015). Each such folder joins the
-  ``include_path`` of every ``TaskManager``.
-* ``lm_eval.models``: ``name = "module:Class"``; the class joins lm-eval's model registry
-  lazily (imported only when a run asks for that model name).
+* ``lm_eval.tasks.manager``: every installed ``lm_eval.tasks`` entry point (the value
+  names an importable package whose folder holds task YAML files: the group proposed
+  upstream in lm-eval PR #4015) joins the ``include_path`` of every ``TaskManager``
+  (``index_entry_point_folders``);
+* ``lm_eval.models``: every ``lm_eval.models`` entry point (``name = "module:Class"``) joins
+  lm-eval's model registry through its public ``register``, lazily (imported only when a
+  run asks for that model name) (``register_models``);
+* ``lm_eval.evaluator``: an ``evaluate`` whose tasks include drift tasks gets the user's
+  model wrapped for them (``wrap_evaluate``, ``drift_eval.plugin.wrapper``); any other run
+  is handed on as it came.
 
-The explicit route needs none of this: ``lm_eval --include_path <folder>``.
+No lm-eval class is changed: two module-level names are replaced (``TaskManager`` by a
+subclass, ``evaluate`` by a function that calls it). The explicit route needs none of
+this: ``lm_eval --include_path <folder>``.
 
 Why a hook at all, and when it goes: docs/architecture.md ("Registration"). Where the
 installed lm-eval reads a group itself (models: upstream PR #4013; tasks: PR #4015), the
@@ -71,24 +79,41 @@ def task_folders() -> list[str]:
     return sorted(set(folders))
 
 
-def patch_task_manager(manager_module) -> None:
-    """Make every ``TaskManager`` also index the entry-point task folders."""
-    cls = manager_module.TaskManager
-    if getattr(cls.__init__, "_drift_patched", False) or upstream_reads("lm_eval.tasks", manager_module):
+_HOLDERS = ("lm_eval.tasks.manager", "lm_eval.tasks", "lm_eval.evaluator")
+
+
+def index_entry_point_folders(manager_module) -> None:
+    """Make every ``TaskManager`` created from now on also index the entry-point task
+    folders: the modules that hold lm-eval's ``TaskManager`` (``manager_module`` and, when
+    the hook came late, those that imported it already) get a subclass of it under the same
+    name, whose ``__init__`` adds the folders to ``include_path``. lm-eval's class is not
+    changed."""
+    import sys
+
+    base = manager_module.TaskManager
+    if getattr(base, "_drift_entry_points", False) or upstream_reads("lm_eval.tasks", manager_module):
         return
-    original = cls.__init__
+    signature = inspect.signature(base.__init__)
 
-    @functools.wraps(original)
-    def __init__(self, *args, include_path=None, **kwargs):
-        paths = [] if include_path is None else (
-            list(include_path) if isinstance(include_path, (list, tuple)) else [include_path]
-        )
-        known = {os.path.abspath(str(p)) for p in paths}
-        paths += [f for f in task_folders() if f not in known]
-        original(self, *args, include_path=paths or None, **kwargs)
+    class TaskManager(base):
+        __doc__ = base.__doc__
+        _drift_entry_points = True
 
-    __init__._drift_patched = True
-    cls.__init__ = __init__
+        def __init__(self, *args, **kwargs):
+            bound = signature.bind_partial(self, *args, **kwargs)
+            include_path = bound.arguments.get("include_path")
+            paths = [] if include_path is None else (
+                list(include_path) if isinstance(include_path, (list, tuple)) else [include_path])
+            known = {os.path.abspath(str(p)) for p in paths}
+            paths += [f for f in task_folders() if f not in known]
+            bound.arguments["include_path"] = paths or None
+            base.__init__(*bound.args, **bound.kwargs)
+
+    TaskManager.__qualname__ = base.__qualname__
+    for name in _HOLDERS:
+        holder = sys.modules.get(name)
+        if holder is not None and getattr(holder, "TaskManager", None) is base:
+            holder.TaskManager = TaskManager
 
 
 OURS = "lm-eval-drift"
@@ -145,49 +170,27 @@ def _registered_module(model_registry, name) -> str | None:
     return getattr(entry, "__module__", None)
 
 
-def _needs_hf_drift(what):
-    def method(self, requests, *args, **kwargs):
-        from ..errors import DriftUsageError
-        from .backends import needs_hf_drift
-
-        raise DriftUsageError(needs_hf_drift({r.task_name for r in requests if getattr(r, "task_name", None)}, what))
-
-    method._drift_fallback = True
-    return method
-
-
-def _serve_conversations(self, requests, disable_tqdm: bool = False):
-    from .backends import serve_conversations
-
-    return serve_conversations(self, requests, disable_tqdm=disable_tqdm)
-
-
-def add_request_fallbacks(model_module) -> None:
-    """Give lm-eval's base ``LM`` the drift request types: conversations run on every model
-    with a chat template; the others stop with one line naming ``hf-drift``."""
-    from .request_types import CONVERSATION, NEEDS
-
-    for request_type, what in NEEDS.items():
-        if not hasattr(model_module.LM, request_type):
-            method = _serve_conversations if request_type == CONVERSATION else _needs_hf_drift(what)
-            setattr(model_module.LM, request_type, method)
-
-
-def patch_evaluator(evaluator_module) -> None:
-    """Check every run before lm-eval builds or generates anything, and adapt its model's
-    class to the drift tasks (``drift_eval.plugin.backends.prepare_run``)."""
+def wrap_evaluate(evaluator_module) -> None:
+    """lm-eval's ``evaluate`` gets, for a run with drift tasks, the model wrapped for them
+    (``drift_eval.plugin.wrapper.for_run``: the run is checked first, before any request
+    is built); a run without drift tasks is handed on exactly as it came."""
     original = evaluator_module.evaluate
-    if getattr(original, "_drift_patched", False):
+    if getattr(original, "_drift_wrapped", False):
         return
     signature = inspect.signature(original)
 
     @functools.wraps(original)
     def evaluate(*args, **kwargs):
-        from .backends import prepare_run
+        from drift_eval.plugin.wrapper import for_run, tasks_of
 
         given = signature.bind_partial(*args, **kwargs).arguments
-        prepare_run(given.get("lm"), given.get("task_dict"), given.get("apply_chat_template", False))
+        wrapped = for_run(given.get("lm"), tasks_of(given.get("task_dict")), given.get("apply_chat_template", False))
+        if wrapped is not None:
+            if "lm" in kwargs:
+                kwargs["lm"] = wrapped
+            else:
+                args = (wrapped, *args[1:])
         return original(*args, **kwargs)
 
-    evaluate._drift_patched = True
+    evaluate._drift_wrapped = True
     evaluator_module.evaluate = evaluate

@@ -1,51 +1,92 @@
-"""The lm-eval request types that ``hf-drift`` serves beyond lm-eval's own, with what each
-needs from the model (for the one-line error other models give) and the shape of its
-answer (what a cache checks before it hands a stored answer back)."""
+"""The request types the drift tasks send beyond lm-eval's own: one record each. Pure Python.
 
-CONVERSATION = "generate_conversation"
-POSITION_PROFILE = "position_profile"
-PROMPT_OFFSETS = "prompt_offsets"
-CONTINUATION_NLL = "continuation_nll"
-ACCESSIBILITY = "accessibility"
-FREE_GENERATION = "free_generation"
+A record says everything the project needs to know about a request type:
 
-NEEDS = {
-    CONVERSATION: "feeds the model's replies back as conversation history",
-    POSITION_PROFILE: "reads attention weights and gradients inside the model",
-    PROMPT_OFFSETS: "reads hidden states of teacher-forced prompt pairs",
-    CONTINUATION_NLL: "scores continuations under the compensation bias toward the prompt",
-    ACCESSIBILITY: "optimises soft-prompt input vectors against the frozen model",
-    FREE_GENERATION: "samples free generations and reads their hidden states at the window centres",
-}
+* ``name``: what the task's ``Instance.request_type`` is, and the method lm-eval calls;
+* ``needs``: what it needs from the model, for the one-line error on a model that cannot
+  serve it;
+* ``answer``: the shape of its answer (JSON text: a list of chat messages, or an object
+  with at least ``keys``), which a cache checks before it hands a stored answer back;
+* ``serve``: the function that serves a batch of requests on a model, as
+  ``"module:function"`` (imported on first use: the table itself needs no torch), called
+  as ``serve(lm, requests, disable_tqdm=False)`` and returning one answer per request;
+* ``any_chat_model``: served on every lm-eval model with a chat template (conversations),
+  rather than only by models that implement it (``hf-drift``).
 
-#: the answer of each drift request type is JSON text: a list of chat messages
-#: (``generate_conversation``), or an object with at least these keys
-ANSWER_KEYS = {
-    POSITION_PROFILE: ("lambdas", "gradient", "profiles", "comparison"),
-    PROMPT_OFFSETS: ("axis", "centres", "signal", "noise"),
-    CONTINUATION_NLL: ("nll", "tokens"),
-    ACCESSIBILITY: ("accessibility", "n50", "line", "bound"),
-}
+Everything else is derived from ``TYPES``: ``hf-drift``'s methods
+(``drift_eval.plugin.model``), how the wrapper a drift run gets dispatches them and the
+check before a run (``drift_eval.plugin.wrapper``), the answer cache's type check
+(``drift_eval.plugin.answer_cache``) and the request types a sweep caches
+(``drift_eval.plugin.sweep``). A new request type is one new record here.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass
+
+MESSAGES = "messages"   # the answer is a JSON list of {role, content} messages
+OBJECT = "object"       # the answer is a JSON object with (at least) the record's keys
 
 
-def check_answer(request_type: str, text: str) -> None:
-    """Raise ``ValueError`` unless ``text`` has the documented shape of a
-    ``request_type`` answer (for the drift request types above)."""
-    import json
+@dataclass(frozen=True)
+class RequestType:
+    name: str
+    needs: str
+    serve: str
+    answer: str = OBJECT
+    keys: tuple = ()
+    any_chat_model: bool = False
 
-    if not isinstance(text, str):
-        raise ValueError(f"a {request_type} answer is text, not {type(text).__name__}")
-    try:
-        obj = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        raise ValueError(f"a {request_type} answer is JSON text") from None
-    if request_type == CONVERSATION:
-        if not isinstance(obj, list) or not all(
-                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-                for m in obj):
-            raise ValueError("a conversation answer is a list of {role, content} messages")
-    elif request_type in ANSWER_KEYS:
-        if not isinstance(obj, dict) or any(k not in obj for k in ANSWER_KEYS[request_type]):
-            raise ValueError(f"a {request_type} answer is an object with {', '.join(ANSWER_KEYS[request_type])}")
-    else:
+    def serving_function(self):
+        """The function that serves this request type (its module imported now)."""
+        module, _, function = self.serve.partition(":")
+        return getattr(importlib.import_module(module), function)
+
+    def check(self, text) -> None:
+        """Raise ``ValueError`` unless ``text`` has the documented shape of an answer."""
+        if not isinstance(text, str):
+            raise ValueError(f"a {self.name} answer is text, not {type(text).__name__}")
+        try:
+            obj = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            raise ValueError(f"a {self.name} answer is JSON text") from None
+        if self.answer == MESSAGES:
+            if not isinstance(obj, list) or not all(
+                    isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                    for m in obj):
+                raise ValueError(f"a {self.name} answer is a list of {{role, content}} messages")
+        elif not isinstance(obj, dict) or any(k not in obj for k in self.keys):
+            raise ValueError(f"a {self.name} answer is an object with {', '.join(self.keys)}")
+
+
+CONVERSATION = RequestType(
+    "generate_conversation", "feeds the model's replies back as conversation history",
+    "drift_eval.plugin.conversations:serve", answer=MESSAGES, any_chat_model=True)
+POSITION_PROFILE = RequestType(
+    "position_profile", "reads attention weights and gradients inside the model",
+    "drift_eval.measure.position_bias:serve", keys=("lambdas", "gradient", "profiles", "comparison"))
+PROMPT_OFFSETS = RequestType(
+    "prompt_offsets", "reads hidden states of teacher-forced prompt pairs",
+    "drift_eval.measure.alpha:serve_offsets", keys=("axis", "centres", "signal", "noise"))
+CONTINUATION_NLL = RequestType(
+    "continuation_nll", "scores continuations under the compensation bias toward the prompt",
+    "drift_eval.measure.alpha:serve_nll", keys=("nll", "tokens"))
+ACCESSIBILITY = RequestType(
+    "accessibility", "optimises soft-prompt input vectors against the frozen model",
+    "drift_eval.measure.cramming:serve", keys=("accessibility", "n50", "line", "bound"))
+FREE_GENERATION = RequestType(
+    "free_generation", "samples free generations and reads their hidden states at the window centres",
+    "drift_eval.measure.decode:serve", keys=("scene", "axis", "centres", "hidden_correct", "text_correct"))
+
+TYPES = {rt.name: rt for rt in (CONVERSATION, POSITION_PROFILE, PROMPT_OFFSETS, CONTINUATION_NLL, ACCESSIBILITY,
+                                FREE_GENERATION)}
+
+
+def check_answer(request_type: str, text) -> None:
+    """Raise ``ValueError`` unless ``text`` is a valid answer of the drift request type
+    ``request_type`` (or the type is unknown)."""
+    rt = TYPES.get(request_type)
+    if rt is None:
         raise ValueError(f"unknown request type {request_type}")
+    rt.check(text)

@@ -5,9 +5,10 @@ import json
 
 from lm_eval.api.task import ConfigurableTask
 
-from .. import __version__
-from ..errors import DriftUsageError
-from ..settings import int_option
+from drift_eval import __version__
+from drift_eval.errors import DriftUsageError
+from drift_eval.plugin.chat import InstructionKeeping
+from drift_eval.settings import int_option
 
 
 def check_generation_kwargs(gen: dict, where: str = "--gen_kwargs") -> dict:
@@ -32,7 +33,10 @@ class YamlTask(ConfigurableTask):
     """A ``ConfigurableTask`` named by ``class: !function ...`` in a task YAML: lm-eval hands
     the whole config, ``class`` entry included, which ``TaskConfig`` does not accept. The
     package version joins the task's metadata (so results files say which version scored
-    them), and generation options are checked before the first request is built."""
+    them), generation options are checked before the first request is built, and prompts
+    are rendered with the instruction kept where the chat template has no system role
+    (``drift_eval.plugin.chat``). Being a ``YamlTask`` is what makes a task a drift task
+    (``drift_eval.plugin.wrapper``)."""
 
     def __init__(self, config=None):
         config = dict(config or {})
@@ -40,15 +44,18 @@ class YamlTask(ConfigurableTask):
         config["metadata"] = {**(config.get("metadata") or {}), "lm_eval_drift_version": __version__}
         super().__init__(config=config)
 
-    def build_all_requests(self, *, rank: int = 0, world_size: int = 1, **kwargs):
+    def build_all_requests(self, *, rank: int = 0, world_size: int = 1, chat_template=None, **kwargs):
         """lm-eval's, after checking the generation kwargs (the model and chat template are
-        checked before, by ``backends.prepare_run``), plus: a rank of a data-parallel run that gets
+        checked before, by ``wrapper.for_run``), rendering chats through
+        ``InstructionKeeping``, plus: a rank of a data-parallel run that gets
         no documents (a task with fewer documents than ranks) builds the first document's
         requests anyway. lm-eval runs each request type with a barrier after it, so every
         rank must send the same types; it scores only the rank's own documents, so these
         answers are never counted."""
         if self.config.generation_kwargs is not None:
             check_generation_kwargs(self.config.generation_kwargs, f"{self.config.task} generation kwargs")
+        if chat_template is not None:
+            kwargs["chat_template"] = InstructionKeeping(chat_template)
         try:
             super().build_all_requests(rank=rank, world_size=world_size, **kwargs)
         except ValueError:
@@ -58,14 +65,15 @@ class YamlTask(ConfigurableTask):
             kwargs.update(limit=1, samples=None, cache_requests=False, rewrite_requests_cache=False)
             super().build_all_requests(rank=0, world_size=1, **kwargs)
 
-    def request(self, doc, request_type: str, argument, gen_kwargs=None, **kwargs):
-        """One request of ``request_type`` for ``doc``: ``arguments`` are ``argument`` (a
-        JSON-able value is sent as JSON text) and the generation kwargs."""
+    def request(self, doc, request_type, argument, gen_kwargs=None, **kwargs):
+        """One request of the drift ``request_type`` (a ``drift_eval.plugin.request_types``
+        record) for ``doc``: ``arguments`` are ``argument`` (a JSON-able value is sent as JSON
+        text) and the generation kwargs."""
         from lm_eval.api.instance import Instance
 
         if not isinstance(argument, str):
             argument = json.dumps(argument, ensure_ascii=False)
-        return Instance(request_type=request_type, doc=doc, arguments=(argument, gen_kwargs or {}), idx=0,
+        return Instance(request_type=request_type.name, doc=doc, arguments=(argument, gen_kwargs or {}), idx=0,
                         metadata=kwargs.get("metadata", (None, None, None)))
 
 

@@ -12,7 +12,7 @@ import json
 from copy import deepcopy
 
 from drift_eval.errors import DriftUsageError
-from drift_eval.measure.conversation import ConversationSpec, assistant_replies
+from drift_eval.conversation import ConversationSpec, assistant_replies
 from drift_eval.metrics import conversation, drift, langid
 from drift_eval.plugin.answers import meta_of
 from drift_eval.plugin.request_types import CONVERSATION

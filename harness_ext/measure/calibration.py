@@ -22,7 +22,13 @@ import os
 import numpy as np
 import torch
 
-from ..files import prose_text
+from drift_eval.compensation import bias
+from drift_eval.compensation.spans import system_span_end, token_count_before
+from drift_eval.errors import DriftUsageError
+from drift_eval.files import build_lock, cache_dir, move_aside, prose_text, read_json, write_json_atomic
+from drift_eval.measure.capture import capture
+from drift_eval.settings import CompensationConfig
+from drift_eval.tasks.drift_french.data import system_prompt
 
 VERSION = 2
 SKIP = 8
@@ -32,8 +38,6 @@ USER_PROMPT = "Tell me a long story about a lighthouse keeper."
 
 def calibration_system_prompt() -> str:
     """The system prompt of the drift_french tasks (English wording)."""
-    from drift_eval.tasks.drift_french.data import system_prompt
-
     return system_prompt("en")
 
 
@@ -62,9 +66,6 @@ def _cached_gammas(path: str):
     import logging
     import math
 
-    from ..errors import DriftUsageError
-    from ..files import move_aside, read_json
-
     try:
         gamma = read_json(path, "calibration cache", expect=dict).get("gamma")
         ok = isinstance(gamma, list) and gamma and all(
@@ -83,9 +84,6 @@ def _cached_gammas(path: str):
 
 def head_gammas(model, tokenizer, use_cache: bool = True) -> torch.Tensor:
     """(layers, heads) per-head strengths for ``model``; computed once, then cached."""
-    from ..files import build_lock
-    from ..plugin.local_models import cache_dir
-
     path = os.path.join(cache_dir("head_calibration"), model_fingerprint(model) + ".json")
     if not use_cache:
         return _measure(model, tokenizer, path=None)
@@ -99,11 +97,6 @@ def head_gammas(model, tokenizer, use_cache: bool = True) -> torch.Tensor:
 
 def _measure(model, tokenizer, path: str | None) -> torch.Tensor:
     """Measure the per-head strengths; write them to ``path`` (atomically) unless None."""
-    from ..files import write_json_atomic
-    from ..measure import capture
-    from . import bias
-    from .spans import system_span_end, token_count_before
-
     system = calibration_system_prompt()
     messages = [{"role": "system", "content": system}, {"role": "user", "content": USER_PROMPT},
                 {"role": "assistant", "content": prose_text()}]
@@ -126,9 +119,9 @@ def _measure(model, tokenizer, path: str | None) -> torch.Tensor:
     device = next(model.parameters()).device
     state = bias.install(model)  # keeps the model's own setting, restored below
     setting = state.config
-    state.config = bias.CompensationConfig("none")  # measure stock attention
+    state.config = CompensationConfig("none")  # measure stock attention
     try:
-        with capture.attention(model, "eager"), capture.capture(model, attention_output=span_shares), \
+        with bias.attention(model, "eager"), capture(model, attention_output=span_shares), \
                 torch.no_grad():
             model(**{k: v.to(device) for k, v in enc.items()})
     finally:

@@ -33,12 +33,12 @@ import shutil
 import sys
 import time
 
-from ..errors import DriftUsageError
-from ..files import folder_lock, move_aside, write_json_atomic
-from ..plugin.request_types import CONVERSATION, NEEDS
-from ..settings import int_option, parse_settings
-from . import answer_cache
-from .results import MANIFEST, read_manifest, read_run_file
+from drift_eval.decide.results import MANIFEST, read_manifest, read_run_file
+from drift_eval.errors import DriftUsageError
+from drift_eval.files import folder_lock, move_aside, write_json_atomic
+from drift_eval.plugin import answer_cache
+from drift_eval.plugin.request_types import CONVERSATION, TYPES
+from drift_eval.settings import int_option, parse_settings
 
 BUILTIN_TYPES = ("generate_until", "loglikelihood", "loglikelihood_rolling")
 STAGING = ".partial-"
@@ -203,7 +203,7 @@ class _Answers:
             if self.cache is not None:  # and for a backend without the hook, all of them now
                 self.cache.put([(keys[i], rtype, out[i]) for i in todo if not _sampled(rtype, requests[i].args)])
             return out
-        if rtype != CONVERSATION:
+        if rtype != CONVERSATION.name:
             # keep requests that share work together in a chunk: prompt_offsets requests of
             # one scene (its four axes) share the scene's base runs
             todo.sort(key=lambda i: str(requests[i].args[0]))
@@ -226,7 +226,7 @@ def _sampled(rtype, args) -> bool:
 def _options(settings, tasks, model_args, limit, gen_kwargs, batch_size, metadata, span):
     from lm_eval.utils import simple_parse_args_string
 
-    from ..plugin.task_base import check_generation_kwargs
+    from drift_eval.plugin.task_base import check_generation_kwargs
 
     configs = parse_settings(settings, span)
     task_list = [t.strip() for t in str(tasks).split(",") if t.strip()]
@@ -262,7 +262,7 @@ def _check_model(margs: dict, chat: bool, log) -> None:
     """The model's config (and, for the chat template, its tokenizer) load, before the weights do."""
     from transformers import AutoConfig, AutoTokenizer
 
-    from ..plugin.local_models import cached_from_gguf
+    from drift_eval.plugin.local_models import cached_from_gguf
 
     source = margs["pretrained"]
     if margs.get("gguf_file"):
@@ -304,7 +304,7 @@ def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limi
     configs, task_list, margs, meta, gen = _options(settings, tasks, model_args, limit, gen_kwargs, batch_size,
                                                     metadata, span)
     if "pretrained" not in margs:
-        from ..plugin.local_models import smollm2_dir
+        from drift_eval.plugin.local_models import smollm2_dir
 
         margs["pretrained"] = smollm2_dir()
     options = {"tasks": task_list, "model_args": {k: str(v) for k, v in margs.items()}, "limit": limit,
@@ -317,8 +317,6 @@ def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limi
     with folder_lock(output, "drift-eval sweep"):
         planned = _check_manifest(output, options)
         planned += [lab for lab in labels if lab not in planned]
-        for c in configs:
-            answer_cache.refuse_legacy(os.path.join(output, c.folder(), "cache"))
         done = {lab for c, lab in zip(configs, labels) if _complete(os.path.join(output, c.folder()), lab, task_list, log)}
         status = {lab: "skipped" for lab in labels if lab in done}
         for i, lab in enumerate(labels, 1):
@@ -342,7 +340,7 @@ def _sweep(output, todo, labels, planned, options, task_list, margs, meta, gen, 
     from lm_eval.loggers import EvaluationTracker
     from lm_eval.utils import make_table
 
-    from ..plugin.model import HFDriftLM
+    from drift_eval.plugin.model import HFDriftLM
 
     # everything that can be checked without the weights, before they load
     task_manager = _task_manager(task_list, {**margs, **meta})
@@ -363,7 +361,7 @@ def _sweep(output, todo, labels, planned, options, task_list, margs, meta, gen, 
             + (f" (resuming: {before} cache entries)" if before else ""))
         lm.set_compensation(c)
         answers = _Answers(lm, cache, batch_size if isinstance(batch_size, int) else 1)
-        answers.install([*BUILTIN_TYPES, *NEEDS])
+        answers.install([*BUILTIN_TYPES, *TYPES])
         staging = os.path.join(folder, f"{STAGING}{os.getpid()}")
         tracker = EvaluationTracker(output_path=staging)
         t1 = time.perf_counter()

@@ -8,8 +8,7 @@ type (a string for ``generate_until``, an ``Answer`` record with its metadata, a
 request type); an entry that fails is ignored (the request runs again and its row is
 overwritten), with one warning. A file that is not such a cache (damaged, truncated,
 foreign tables) is moved aside as ``*.damaged`` with a warning, and a fresh one started:
-a cache is never fatal. The pickled cache of earlier versions (lm-eval's ``CachingLM``,
-``requests_rank0.db``) is refused with one line: it is never opened.
+a cache is never fatal.
 
 ``export_rows`` and ``import_rows`` carry a cache between machines as JSON lines (a run
 continued elsewhere resumes from them); imported rows pass the same checks as stored ones.
@@ -20,27 +19,18 @@ import json
 import os
 import sqlite3
 
-from ..errors import DamagedFile, DriftUsageError
-from ..files import move_aside
+from drift_eval.errors import DamagedFile, DriftUsageError
+from drift_eval.files import move_aside
+from drift_eval.plugin.answers import Answer
+from drift_eval.plugin.request_types import check_answer
 
 FILE = "answers.sqlite"
-LEGACY = "requests_rank0.db"   # lm-eval's CachingLM: pickled values
 FORMAT = 1
 _SCHEMA = {("table", "answers"), ("table", "format"), ("index", "sqlite_autoindex_answers_1")}
 
 
-def refuse_legacy(cache_folder: str) -> None:
-    """One line when ``cache_folder`` holds an answer cache of an earlier version."""
-    path = os.path.join(cache_folder, LEGACY)
-    if os.path.lexists(path):
-        raise DriftUsageError(f"{path} is an answer cache of an earlier version, stored as pickle, which is never "
-                              f"read: delete it (its answers are generated again) and rerun")
-
-
 def encode(request_type: str, answer) -> str:
     """JSON text of an answer (an ``Answer`` keeps its metadata)."""
-    from ..plugin.answers import Answer
-
     if isinstance(answer, Answer):
         return json.dumps({"answer": answer.to_json()}, ensure_ascii=False)
     if isinstance(answer, tuple):
@@ -51,9 +41,6 @@ def encode(request_type: str, answer) -> str:
 def decode(request_type: str, text: str):
     """The answer stored by ``encode``; ``ValueError`` when it is not a valid answer of
     ``request_type``."""
-    from ..plugin.answers import Answer
-    from ..plugin.request_types import check_answer
-
     try:
         obj = json.loads(text)
     except (TypeError, json.JSONDecodeError, RecursionError):

@@ -1,0 +1,78 @@
+"""Serving ``generate_conversation`` requests on any lm-eval chat model.
+
+Turn k of every conversation is generated in one batched ``generate_until`` call of the
+model (same batching, padding, stop sequences and, on ``hf-drift``, compensation as
+single-turn tasks), as a drift request of the run (``DriftLM.generate_drift``: the
+forced length under the backend's own kwarg, the instruction checked, the answer's
+metadata). Each reply is appended as an assistant turn, and the next turn is rendered from
+that history with the model's chat template, the instruction kept where the template has
+no system role (``drift_eval.plugin.chat``). The system prompt is the compensation span in
+every turn, so the bias follows it as history grows. The request's spec is
+``drift_eval.conversation.ConversationSpec``.
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+from drift_eval.conversation import ConversationSpec, dump_messages
+from drift_eval.errors import DriftUsageError
+from drift_eval.plugin.chat import keep_instruction
+
+
+def run_conversations(drift_lm, requests, progress=None) -> list[list[dict]]:
+    """The conversations of ``requests`` on ``drift_lm`` (a ``DriftLM``); each one's full
+    message list (system, user and assistant turns), as the spec wrote it."""
+    from lm_eval.api.instance import Instance
+
+    specs = [ConversationSpec.from_json(r.args[0]) for r in requests]
+    gen_kwargs = [r.args[1] for r in requests]
+    histories = [[{"role": "system", "content": s.system_prompt}] for s in specs]
+    n_turns = max(len(s.user_turns) for s in specs)
+    for turn in range(1, n_turns + 1):
+        batch, owners = [], []
+        for i, spec in enumerate(specs):
+            if turn > len(spec.user_turns):
+                continue
+            histories[i].append({"role": "user", "content": spec.user_message(turn)})
+            if not spec.generated(turn):
+                histories[i].append({"role": "assistant", "content": spec.scripted_replies[turn - 1]})
+                continue
+            try:
+                ctx = drift_lm.render(histories[i], add_generation_prompt=True)
+            except Exception as exc:
+                raise DriftUsageError(f"conversation tasks need a model with a chat template ({exc})") from None
+            batch.append(Instance("generate_until", {"system_prompt": spec.system_prompt}, (ctx, gen_kwargs[i]), i))
+            owners.append(i)
+        if batch:
+            for i, reply in zip(owners, drift_lm.generate_drift(batch, drift_lm.model, disable_tqdm=True)):
+                histories[i].append({"role": "assistant", "content": reply})
+        if progress is not None:
+            progress(turn, n_turns)
+    return histories
+
+
+def serve(lm, requests, disable_tqdm: bool = False) -> list[str]:
+    """``generate_conversation`` for any chat model (``lm``: a ``DriftLM``, or a model that
+    serves the request type itself, ``hf-drift``): the whole conversation of each request
+    as JSON text, exactly as the model saw it (the instruction folded into the first user
+    message where the template has no system role)."""
+    from tqdm import tqdm
+
+    from drift_eval.plugin.wrapper import DriftLM
+
+    drift_lm = lm if isinstance(lm, DriftLM) else DriftLM(lm, {getattr(r, "task_name", None) for r in requests})
+    if not requests:
+        return []
+    n_turns = max(len(ConversationSpec.from_json(r.args[0]).user_turns) for r in requests)
+    # every turn is shown (mininterval=0): turns replayed from a sweep's answer cache end
+    # within tqdm's default interval, which would otherwise hide them until a generated one ends
+    bar = tqdm(total=n_turns, desc=f"Running {len(requests)} conversations, turn by turn",
+               disable=disable_tqdm or getattr(drift_lm.model, "rank", 0) != 0, mininterval=0)
+    showing = getattr(drift_lm.model, "turn_progress", None)  # hf-drift: token progress within each turn
+    try:
+        with showing(not disable_tqdm) if showing is not None else nullcontext():
+            histories = run_conversations(drift_lm, requests, progress=lambda turn, n: bar.update(1))
+    finally:
+        bar.close()
+    system_ok = drift_lm.render.system_role
+    return [dump_messages(keep_instruction(h, system_ok)) for h in histories]
