@@ -63,6 +63,6 @@ def test_a_non_drift_task_scores_the_same_with_and_without_the_plugin(server, tm
     want = same_as_without_the_plugin(
         tmp_path, "local-chat-completions", f"model={server.alias},base_url={server.url},num_concurrent=1,max_retries=1",
         "Always answer in French.")
-    for sample in want:  # the chat messages lm-eval sent, system instruction first
-        messages = json.loads(sample["arguments"]["gen_args_0"]["arg_0"])
-        assert messages[0] == {"role": "system", "content": "Always answer in French."}
+    for sample in want:  # the chat messages lm-eval sent (its JsonChatStr, logged as [prompt]), system first
+        [prompt] = sample["arguments"]["gen_args_0"]["arg_0"]
+        assert json.loads(prompt)[0] == {"role": "system", "content": "Always answer in French."}, prompt

@@ -23,7 +23,7 @@ instruction in templates without a system role by rendering through
 """
 from __future__ import annotations
 
-import copy
+import dataclasses
 
 from drift_eval.errors import DriftUsageError
 from drift_eval.plugin import backends
@@ -45,9 +45,9 @@ def _instruction(request) -> str | None:
 
 
 def _with_args(request, args):
-    clone = copy.copy(request)
-    clone.arguments = args
-    return clone
+    """A new request with ``args`` (``dataclasses.replace``: ``copy.copy`` would cache
+    ``__slotnames__`` on lm-eval's ``Instance`` class)."""
+    return dataclasses.replace(request, arguments=args)
 
 
 class DriftLM:
