@@ -6,7 +6,7 @@ import os
 import sys
 
 from drift_eval.cli.shared import (bundled_scenes, compensation_option, install_compensation, load_model,
-                                   model_dir, model_options, scene_options, threads_option, whole)
+                                   model_dir, model_options, positive, scene_options, threads_option, whole)
 from drift_eval.errors import DriftUsageError
 
 NAME = "decode"
@@ -16,12 +16,12 @@ HELP = "what free generations still carry of the prompt (probe, text, language)"
 def add_arguments(p) -> None:
     model_options(p, random_init=True)
     scene_options(p)
-    p.add_argument("--samples", type=int, default=32, help="trajectories per prompt (default 32)")
-    p.add_argument("--length", type=int, default=512, help="generated tokens per trajectory (default 512)")
-    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0)")
+    p.add_argument("--samples", type=whole(1), default=32, help="trajectories per prompt (default 32)")
+    p.add_argument("--length", type=whole(1), default=512, help="generated tokens per trajectory (default 512)")
+    p.add_argument("--temperature", type=positive, default=1.0, help="sampling temperature (default 1.0)")
     p.add_argument("--seed", type=whole(0), default=0)
-    p.add_argument("--folds", type=int, default=5, help="cross-validation folds of the probes (default 5)")
-    p.add_argument("--text-window", type=int, default=64,
+    p.add_argument("--folds", type=whole(2), default=5, help="cross-validation folds of the probes (default 5)")
+    p.add_argument("--text-window", type=whole(0), default=64,
                    help="generated tokens up to t in the bag of tokens; 0: all of them (default 64)")
     compensation_option(p)
     p.add_argument("--batch-size", type=whole(1), default=32, help="trajectories sampled at once (default 32)")
