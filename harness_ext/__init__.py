@@ -12,7 +12,7 @@ The import package ``drift_eval`` is laid out by layer (docs/architecture.md), l
   wrapper a drift run's model gets, conversations, sweeps, registration);
 * ``drift_eval.decide`` and ``drift_eval.reports`` (``reports/``): what reads results
   folders (comparisons, gates, the pytest plugin, reports, the leaderboard), pure Python;
-* ``drift_eval.cli``: ``drift-eval``.
+* ``drift_eval.cli``: ``drift-eval``, one module per command.
 
 Importing this package is cheap: it imports nothing.
 """

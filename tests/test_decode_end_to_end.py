@@ -97,7 +97,7 @@ def test_decode_cli_resumes_from_its_output(tiny_model_dir, tmp_path):
     (["--axes", "colour"], "--axes takes names from"),
     (["--scenes", "0"], "argument --scenes: must be a whole number >= 1, got 0"),
     (["--scenes", "21"], "--scenes must be between 1 and 20"),
-    (["--temperature", "0"], "temperature must be above 0"),
+    (["--temperature", "0"], "argument --temperature: must be a number > 0, got '0'"),
     (["--compensation", "loud"], "unknown compensation 'loud'"),
 ])
 def test_decode_cli_bad_input_is_one_line(tiny_model_dir, args, needle):

@@ -1,0 +1,59 @@
+"""``drift-eval compare``: a candidate model against a baseline, paired tests, intervals and the
+smallest detectable effects."""
+from __future__ import annotations
+
+import os
+
+from drift_eval.errors import DriftUsageError
+
+NAME = "compare"
+HELP = "candidate against baseline: paired tests, intervals, detectable effects"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("candidate", help="candidate results folder (or, with --in, a model name)")
+    p.add_argument("baseline", help="baseline results folder (or, with --in, a model name)")
+    p.add_argument("--in", dest="within", metavar="DIR", help="one results folder holding both models")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def run(args) -> int:
+    import json
+
+    from drift_eval.decide.compare import compare_models
+    from drift_eval.decide.gate import resolve_baseline
+    from drift_eval.decide.results import load_output
+
+    if args.within:
+        output = load_output(args.within)
+        base, base_model, cand_model = resolve_baseline(output, args.baseline, args.candidate)
+    else:
+        for path in (args.candidate, args.baseline):
+            if not os.path.isdir(path):
+                raise DriftUsageError(f"results folder not found: {path} (to compare two models of one folder, "
+                                      f"pass it with --in)")
+        output, base = load_output(args.candidate), load_output(args.baseline)
+        cand_model, base_model = output.model(None), base.model(None)
+    rows = compare_models(output, base, cand_model, base_model)
+    if not rows:
+        raise DriftUsageError(f"{cand_model} and {base_model} share no setting, task and metric to compare")
+    if args.format == "json":
+        print(json.dumps([{"setting": c.setting, "task": c.task, "metric": c.metric, "candidate": c.candidate,
+                           "baseline": c.baseline, "candidate_value": c.candidate_value,
+                           "baseline_value": c.baseline_value, "difference": c.difference.difference,
+                           "lower": c.difference.lower, "upper": c.difference.upper, "p_value": c.difference.p_value,
+                           "test": c.difference.test, "n": c.n, "verdict": c.difference.verdict,
+                           "mde": None if c.mde == float("inf") else c.mde, "higher_is_better": c.higher_is_better}
+                          for c in rows], indent=2))
+        return 0
+    print(f"candidate {cand_model} against baseline {base_model} (difference = candidate − baseline; "
+          f"MDE: the smallest difference detectable at 80% power)")
+    print(f"{'setting':<12} {'task/metric':<42} {'cand':>7} {'base':>7} {'diff':>8} {'95% CI':>19} {'p':>8} "
+          f"{'n':>4} {'MDE':>6}  reading")
+    for c in rows:
+        d = c.difference
+        ci = "—" if d.lower != d.lower else f"[{d.lower:+.3f}, {d.upper:+.3f}]"
+        mde = "∞" if c.mde == float("inf") else f"{c.mde:.3f}"
+        print(f"{c.setting:<12} {c.task + '/' + c.metric:<42} {c.candidate_value:7.3f} {c.baseline_value:7.3f} "
+              f"{d.difference:+8.3f} {ci:>19} {d.p_value:8.4f} {d.n:4d} {mde:>6}  {d.verdict} ({d.test})")
+    return 0

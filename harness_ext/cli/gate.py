@@ -1,0 +1,19 @@
+"""``drift-eval gate``: release rules on a results folder (exit 0 pass, 1 fail, 2 unusable)."""
+from __future__ import annotations
+
+NAME = "gate"
+HELP = "check release rules on a results folder: exit 0 pass, 1 fail, 2 unusable input"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("results", help="results folder (drift-eval sweep --output, or lm_eval --output_path)")
+    p.add_argument("--policy", required=True, help="YAML policy: rules of task, metric, setting, on, min/max or "
+                   "max_regression")
+    p.add_argument("--baseline", help="baseline results folder, or a model name in RESULTS (overrides the policy's)")
+    p.add_argument("--junit-xml", help="also write the outcome as JUnit XML to this file")
+
+
+def run(args) -> int:
+    from drift_eval.decide.gate import run_gate
+
+    return run_gate(args.results, args.policy, junit_xml=args.junit_xml, baseline=args.baseline)

@@ -1,0 +1,19 @@
+"""``drift-eval leaderboard``: one ranked row per (model, setting) from lm-eval results."""
+from __future__ import annotations
+
+NAME = "leaderboard"
+HELP = "one row per (model, setting), ranked, ties marked"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("results", nargs="+", help="results folders (sweeps or lm_eval --output_path folders)")
+    p.add_argument("-o", "--output", help="board.md, board.csv or board.json (default: Markdown to stdout)")
+    p.add_argument("--format", choices=("md", "csv", "json"), help="override the format implied by the file name")
+
+
+def run(args) -> int:
+    from drift_eval.reports.leaderboard import write_leaderboard
+
+    text = write_leaderboard(args.results, args.output, args.format)
+    print(args.output if args.output else text)
+    return 0

@@ -1,0 +1,26 @@
+"""``drift-eval report``: the comparison report (HTML, Markdown, JSON, CSV) of results folders."""
+from __future__ import annotations
+
+import os
+
+NAME = "report"
+HELP = "render the comparison of a results folder (HTML, Markdown, JSON, CSV)"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("results", nargs="+", help="results folders (drift-eval sweep --output, or lm_eval --output_path)")
+    p.add_argument("-o", "--output", help="report file, .html, .md, .json or .csv (default: report.html in the "
+                   "first folder)")
+    p.add_argument("--format", choices=("html", "md", "json", "csv"), help="override the format implied by the file name")
+    p.add_argument("--partial", action="store_true", help="render an unfinished sweep with the settings it has")
+    p.add_argument("--policy", help="gate policy: its outcome opens the report")
+    p.add_argument("--baseline", help="baseline results folder, or a model name in RESULTS, to compare against")
+
+
+def run(args) -> int:
+    from drift_eval.reports.render import write_report
+
+    out = args.output or os.path.join(args.results[0], "report.html")
+    print(write_report(args.results, out, fmt=args.format, allow_partial=args.partial, policy=args.policy,
+                       baseline=args.baseline))
+    return 0
