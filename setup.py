@@ -1,9 +1,14 @@
 """Build hook: ship the start-up file that registers the drift tasks and model with lm-eval.
 
 lm-eval 0.4.13 has no plugin discovery, so the wheel carries ``lm_eval_drift.pth`` at the
-root of site-packages. Python runs its one import line at start-up; the imported module only
-adds a tiny import hook that acts when ``lm_eval`` itself is imported (see
-``harness_ext/_startup.py``).
+root of site-packages. Python runs its one import line at start-up; it loads the installed
+``drift_eval/_startup.py`` by its location (never by name, so that a ``drift_eval`` placed
+earlier on ``sys.path`` is not run by every program), and that module only adds a tiny
+import hook that acts when ``lm_eval`` itself is imported (see ``harness_ext/_startup.py``).
+
+The line finds the file beside the ``.pth`` (``sitedir``: the folder ``site`` is processing,
+a name the line sees because ``site.addpackage`` executes it). An editable install has no
+``drift_eval`` folder there, so its copy of the line names the source file instead.
 """
 import os
 import shutil
@@ -13,10 +18,20 @@ from setuptools.command.build_py import build_py
 from setuptools.command.editable_wheel import editable_wheel
 
 PTH = "lm_eval_drift.pth"
+HERE = os.path.dirname(os.path.abspath(__file__))
+BESIDE = '__import__("os").path.join(sitedir, "drift_eval", "_startup.py")'  # where the wheel's line looks
 
 
 def _pth_source():
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "harness_ext", PTH)
+    return os.path.join(HERE, "harness_ext", PTH)
+
+
+def _editable_line() -> bytes:
+    with open(_pth_source(), encoding="utf-8") as fh:
+        line = fh.read()
+    if BESIDE not in line:
+        raise RuntimeError(f"{_pth_source()} does not locate _startup.py the expected way")
+    return line.replace(BESIDE, repr(os.path.join(HERE, "harness_ext", "_startup.py"))).encode("utf-8")
 
 
 class BuildPyWithPth(build_py):
@@ -43,8 +58,7 @@ class _StrategyWithPth:
 
     def __call__(self, wheel, files, mapping):
         self._strategy(wheel, files, mapping)
-        with open(_pth_source(), "rb") as fh:
-            wheel.writestr(PTH, fh.read())
+        wheel.writestr(PTH, _editable_line())
 
 
 class EditableWheelWithPth(editable_wheel):

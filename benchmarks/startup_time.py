@@ -1,12 +1,14 @@
 """What the plugin's start-up line costs every Python process on the machine.
 
-The installed ``lm_eval_drift.pth`` imports ``drift_eval._startup`` at every interpreter
-start. This starts fresh interpreters (``python -X importtime -c pass``), ``--rounds``
-times, and reads the cumulative import time of ``drift_eval._startup`` (the hook, with the
-``drift_eval`` package it lives in) from Python's own import-time report. On an editable
-install (``setup.sh``) setuptools' editable finder is imported at start-up too, for the
-folder mapping of ``pyproject.toml``; its time is reported beside, as it is setuptools'
-and not the hook's.
+The installed ``lm_eval_drift.pth`` loads ``drift_eval/_startup.py`` at every interpreter
+start. This starts fresh interpreters without ``site`` (``python -S``), ``--rounds`` times,
+and in each one times exactly what ``site`` does with that file at start-up:
+``site.addpackage`` on the installed ``.pth`` (its line, the hook's module, the finder it
+installs). On an editable install (``setup.sh``) setuptools' editable finder is imported
+at start-up too, for the folder mapping of ``pyproject.toml``; its import time
+(``python -X importtime``) is reported beside, as it is setuptools' and not the hook's.
+The interpreters write and read byte-code caches as a user's do (``PYTHONDONTWRITEBYTECODE``
+is dropped from their environment), and a first, uncounted start writes them.
 
     python benchmarks/startup_time.py [--rounds 40] [--json benchmarks/results/startup_time.json]
 
@@ -21,26 +23,39 @@ import statistics
 import subprocess
 import sys
 
-HOOK = "drift_eval._startup"
 EDITABLE = "__editable___lm_eval_drift"
 
 
-def one_start() -> dict:
-    """Cumulative import times (ms) of the hook and of the editable finder in one fresh
-    interpreter."""
-    r = subprocess.run([sys.executable, "-X", "importtime", "-c", "pass"], capture_output=True, text=True,
-                       env={k: v for k, v in os.environ.items() if k != "PYTHONPROFILEIMPORTTIME"}, timeout=60)
-    out = {"hook": None, "editable_finder": None}
+PTH = "lm_eval_drift.pth"
+TIME_THE_LINE = (
+    "import site, sys, time\n"
+    "t = time.perf_counter(); site.addpackage(sys.argv[1], sys.argv[2], set()); t = time.perf_counter() - t\n"
+    "assert 'drift_eval._startup' in sys.modules, 'the line did not load the hook'\n"
+    "print(t * 1000)")
+
+
+def installed_folder() -> str | None:
+    """The site-packages folder that holds the installed ``.pth`` (None: not installed)."""
+    import site
+
+    return next((d for d in site.getsitepackages() if os.path.isfile(os.path.join(d, PTH))), None)
+
+
+def one_start(folder: str) -> dict:
+    """Milliseconds of the hook's start-up line (the ``.pth`` in ``folder``), and of the
+    editable finder's import, in fresh interpreters."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPROFILEIMPORTTIME", "PYTHONDONTWRITEBYTECODE")}
+    r = subprocess.run([sys.executable, "-S", "-c", TIME_THE_LINE, folder, PTH], capture_output=True, text=True,
+                       env=env, timeout=60)
+    out = {"hook": float(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip() else None,
+           "editable_finder": None}
+    r = subprocess.run([sys.executable, "-X", "importtime", "-c", "pass"], capture_output=True, text=True, env=env,
+                       timeout=60)
     for line in r.stderr.splitlines():
-        if not line.startswith("import time:") or "|" not in line:
-            continue
-        _, cumulative, name = (part.strip() for part in line.split(":", 1)[1].split("|"))
-        if not cumulative.isdigit():
-            continue
-        if name == HOOK:
-            out["hook"] = int(cumulative) / 1000
-        elif name.startswith(EDITABLE):
-            out["editable_finder"] = int(cumulative) / 1000
+        if line.startswith("import time:") and "|" in line:
+            _, cumulative, name = (part.strip() for part in line.split(":", 1)[1].split("|"))
+            if cumulative.isdigit() and name.startswith(EDITABLE):
+                out["editable_finder"] = int(cumulative) / 1000
     return out
 
 
@@ -49,9 +64,13 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=40)
     p.add_argument("--json", help="also write the figures to this JSON file")
     args = p.parse_args(argv)
-    starts = [one_start() for _ in range(max(1, args.rounds))]
+    folder = installed_folder()
+    if folder:
+        one_start(folder)  # writes the byte-code caches a user's interpreter starts from (not counted)
+    starts = [one_start(folder) for _ in range(max(1, args.rounds))] if folder else [{"hook": None}]
     if any(s["hook"] is None for s in starts):
-        print("the start-up hook was not imported: is lm-eval-drift installed in this interpreter?", file=sys.stderr)
+        print(f"{PTH} was not found or did not load the hook: is lm-eval-drift installed in this interpreter?",
+              file=sys.stderr)
         return 1
     res = {"python": sys.version.split()[0], "rounds": len(starts)}
     for key in ("hook", "editable_finder"):
@@ -60,7 +79,7 @@ def main(argv=None) -> int:
             res[key] = {"median_ms": round(statistics.median(values), 2),
                         "p90_ms": round(values[int(0.9 * (len(values) - 1))], 2),
                         "max_ms": round(values[-1], 2)}
-    for key, label in (("hook", HOOK), ("editable_finder", "setuptools' editable finder")):
+    for key, label in (("hook", f"{PTH} (the start-up hook)"), ("editable_finder", "setuptools' editable finder")):
         if key in res:
             r = res[key]
             print(f"{label}: median {r['median_ms']:.2f} ms, 90th percentile {r['p90_ms']:.2f} ms, "

@@ -1,6 +1,8 @@
 """Registers the drift tasks and the ``hf-drift`` model with lm-eval, lazily.
 
-Python imports this module at start-up through ``lm_eval_drift.pth``. It must stay cheap:
+Python loads this file at start-up through ``lm_eval_drift.pth``, by its installed location
+(never by name: a ``drift_eval`` placed earlier on ``sys.path`` is not run by every program
+on the machine; see ``setup.py``). It must stay cheap:
 it imports nothing heavy and only puts a finder on ``sys.meta_path`` that waits for
 ``lm_eval.tasks.manager``, ``lm_eval.models`` and ``lm_eval.evaluator``. When one of them
 is imported, the finder wraps its loader so that, right after the module has run, the drift
@@ -61,11 +63,13 @@ class _Loader:
 
 
 class _Finder:
+    drift_startup_hook = True  # how a copy of this module (loaded twice) recognises the finder
+
     def find_spec(self, name, path=None, target=None):
         if name not in _TARGETS:
             return None
         for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
+            if getattr(finder, "drift_startup_hook", False) or not hasattr(finder, "find_spec"):
                 continue
             spec = finder.find_spec(name, path, target)
             if spec is not None:
@@ -78,7 +82,7 @@ class _Finder:
 def install():
     if os.environ.get("LM_EVAL_DRIFT_AUTOLOAD", "1").strip().lower() in ("0", "false", "no", "off"):
         return
-    if not any(isinstance(f, _Finder) for f in sys.meta_path):
+    if not any(getattr(f, "drift_startup_hook", False) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
     # lm-eval may already be imported (the hook was installed late): register now.
     for name in _TARGETS:
