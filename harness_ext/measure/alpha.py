@@ -159,14 +159,19 @@ class _Parts:
       in families with a norm after attention, what that norm changes).
 
     ``residual + direct + relay + mlp`` is the block output minus the output projection's
-    bias, which every run shares."""
+    bias, which every run shares. That rests on one structural identity of the family's
+    attention block, ``direct + relay + bias = attention output``, which ``check`` verifies
+    on a forward's captures (``scene_offsets`` does it on its first batch)."""
 
     NAMES = ("residual", "direct", "relay", "mlp")
 
     def __init__(self, blocks):
         self.cols = None
         self.first_key = 0  # the first continuation key column
-        self.w_out = [output_projection(b.attention).weight for b in blocks]
+        self.keys = 0       # keys each query attends over in the last forward
+        projections = [output_projection(b.attention) for b in blocks]
+        self.w_out = [p.weight for p in projections]
+        self.b_out = [p.bias for p in projections]
         n = len(blocks)
         self.inp, self.attn, self.direct, self.relay = [None] * n, [None] * n, [None] * n, [None] * n
 
@@ -180,14 +185,50 @@ class _Parts:
         w = w[:, :, self.cols, :].float()  # (B, heads, positions, keys)
         v = v.float().repeat_interleave(w.shape[1] // v.shape[1], dim=1)  # key/value heads -> query heads
         k0 = self.first_key
+        self.keys = w.shape[-1]
         w_out = self.w_out[i].float()
         self.direct[i] = (w[..., :k0] @ v[:, :, :k0]).transpose(1, 2).flatten(2) @ w_out.T
         self.relay[i] = (w[..., k0:] @ v[:, :, k0:]).transpose(1, 2).flatten(2) @ w_out.T
+
+    def attention_gaps(self, dtype) -> list[tuple[float, float]]:
+        """Per layer, (the largest gap between ``direct + relay + bias`` and the attention
+        output, what rounding allows for it): ``identity_tolerance`` for sums over the keys
+        and the hidden size, at the attention output's magnitude."""
+        out = []
+        for i, attn in enumerate(self.attn):
+            bias = self.b_out[i]
+            rebuilt = self.direct[i] + self.relay[i] + (0.0 if bias is None else bias.float())
+            scale = float(attn.abs().max())
+            out.append((float((rebuilt - attn).abs().max()),
+                        identity_tolerance(dtype, self.keys + attn.shape[-1], scale)))
+        return out
+
+    def check(self, model) -> None:
+        """One line, naming the model family and the gap, unless the parts of the last
+        forward add up to each layer's attention output within rounding."""
+        dtype = next(model.parameters()).dtype
+        for layer, (gap, tol) in enumerate(self.attention_gaps(dtype)):
+            if not gap <= tol:
+                family = getattr(model.config, "model_type", type(model).__name__)
+                raise DriftUsageError(
+                    f"the direct/relay decomposition does not add up for the model family '{family}': at layer "
+                    f"{layer} the parts differ from the attention output by {gap:.3g}, where {str(dtype)[6:]} "
+                    f"rounding allows {tol:.3g}; its attention block is not the structure the decomposition "
+                    f"assumes (drift_eval.measure.alpha), so measure alpha without the decomposition")
 
     def terms(self, out):
         """(B, layers, 4, positions, d) from the block outputs ``out`` (B, layers, positions, d)."""
         inp, attn = torch.stack(self.inp, 1), torch.stack(self.attn, 1)
         return torch.stack([inp, torch.stack(self.direct, 1), torch.stack(self.relay, 1), out - inp - attn], 2)
+
+
+def identity_tolerance(dtype, n: int, scale: float) -> float:
+    """What rounding allows between two computations of a sum of ``n`` products at
+    magnitude ``scale``: ``eps · n · scale``, with ``eps`` that of ``dtype`` or of float32,
+    in which the decomposition's parts are computed, whichever is coarser (the standard
+    bound for a length-``n`` dot product; blocked summation stays well inside it)."""
+    eps = max(torch.finfo(dtype).eps, torch.finfo(torch.float32).eps)
+    return float(eps * n * scale)
 
 
 #: the pairs (p, q), p <= q, of decomposition terms whose cross products are streamed
@@ -323,6 +364,8 @@ def scene_offsets(model, tokenizer, base: str, variants: dict[str, str], cont_id
             cap.stat_rows = torch.as_tensor([i for i, (_, n) in enumerate(batch) if n == "base"],
                                             dtype=torch.long, device=device)
             _forward(model, state, ids, mask, pos, [len(prompts[n]) for _, n in batch], T, 1)
+            if parts is not None and b0 == 0:
+                parts.check(model)  # the identity the decomposition rests on, before anything is summed
             win = torch.stack(cap.windows, 1)  # (B, L, positions, d)
             terms = parts.terms(win) if parts is not None else None  # (B, L, 4, positions, d)
             if len(cap.stat_rows):
