@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics import stats
+from drift_eval.metrics.values import is_finite, is_number
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ def compare_metric(candidate, baseline, task: str, metric: str, setting: str = "
         diff = stats.paired_difference(x, y)
         mde = stats.minimum_detectable_effect(x, y)
         cv, bv = sum(x) / len(x), sum(y) / len(y)
-    elif all(isinstance(v, float) and math.isfinite(v) for v in (a.stderr, b.stderr)):
+    elif all(is_finite(v) for v in (a.stderr, b.stderr)):
         diff = stats.difference_from_errors(a.value, a.stderr, b.value, b.stderr, min(a.n or 0, b.n or 0))
         mde = stats.mde_from_errors(a.stderr, b.stderr)
         cv, bv = a.value, b.value
@@ -164,8 +165,7 @@ def compared_metrics(candidate_run, baseline_run, headline_only: bool = False) -
         if other is None or (headline_only and not tr.is_group):
             continue
         names = [] if tr.is_group else hinted(cat, task, "key", "summary")
-        names = names or [m for m, v in tr.values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
-                          and not is_curve(cat, task, m)]
+        names = names or [m for m, v in tr.values.items() if is_number(v) and not is_curve(cat, task, m)]
         out += [(task, m) for m in names if m in tr.values and m in other.values]
     if headline_only and not out:
         out = [(t, ms[0]) for t in candidate_run.tasks if t in baseline_run.tasks
