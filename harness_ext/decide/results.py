@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from drift_eval.errors import DamagedFile, DriftUsageError
 from drift_eval.files import read_json, read_jsonl
 from drift_eval.metrics.values import is_finite, is_number
-from drift_eval.settings import folder_name, setting_label  # noqa: F401  (folder_name: the sweep's layout)
+from drift_eval.settings import parse_model_args, setting_label
 
 MANIFEST = "sweep.json"
 _RESULTS_RE = re.compile(r"^results_(?P<date>.+)\.json$")
@@ -358,13 +358,11 @@ def read_run_file(path: str) -> RunFile:
         raise DriftUsageError(f"{path} is not named results_<date>.json")
     res = read_json(path, "results file", remedy=REMEDY, expect=dict)
     _check_shape(res, path)
-    model_args = res["config"].get("model_args") or {}
+    model_args = parse_model_args(res["config"].get("model_args"))
     try:
         label = setting_label(model_args)
     except DriftUsageError as exc:
         raise _damaged(path, f"config.model_args: {exc.message}") from None
-    if isinstance(model_args, str):
-        model_args = dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
     tasks, sample_files = _task_results(res, path, match.group("date"))
     return RunFile(path, match.group("date"), res, model_args, label, tasks, sample_files)
 
