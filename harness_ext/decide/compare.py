@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from drift_eval.decide.policy import ON
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics import stats
 from drift_eval.metrics.values import is_finite, is_number
@@ -116,7 +117,8 @@ class Judgement:
 
 
 def judge(c: Comparison, max_regression: float, on: str = "upper", underpowered: str = "fail") -> Judgement:
-    """The candidate fails when it is worse than the baseline beyond ``max_regression``:
+    """The candidate fails when it is worse than the baseline beyond ``max_regression``
+    (``on`` and ``underpowered`` as a checked ``drift_eval.decide.policy`` gives them):
 
     1. the regression's lower 95% bound is above the tolerance: worse beyond it, whatever n;
     2. otherwise, when the minimum detectable effect exceeds the tolerance, the sample
@@ -126,9 +128,7 @@ def judge(c: Comparison, max_regression: float, on: str = "upper", underpowered:
     if c.higher_is_better is None:
         raise DriftUsageError(f"{c.task}/{c.metric} has no direction (higher_is_better): a regression rule needs one")
     value, lower, upper = c.regression
-    observed = {"value": value, "lower": lower, "upper": upper}.get(on)
-    if observed is None:
-        raise DriftUsageError(f"'on' must be value, lower or upper, got {on!r}")
+    observed = {"value": value, "lower": lower, "upper": upper}[on]
     if math.isnan(observed):  # no interval (a single document): the point estimate
         observed = value
     tol = f"tolerance {max_regression:g}"
@@ -145,7 +145,7 @@ def judge(c: Comparison, max_regression: float, on: str = "upper", underpowered:
         if underpowered != "warn":
             return Judgement("underpowered", msg, c)
         note = " [warning: underpowered, the pass or failure rests on too few documents]"
-    name = {"value": "regression", "lower": "lower 95% bound", "upper": "upper 95% bound"}[on]
+    name = "regression" if on == "value" else ON[on]
     if observed > max_regression:
         return Judgement("fail", f"{c.where()}: {name} {observed:+.4f} > {tol}: {facts}{note}", c)
     return Judgement("pass", f"{c.where()}: {name} {observed:+.4f} <= {tol}: {facts}{note}", c)
