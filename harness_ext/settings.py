@@ -49,11 +49,9 @@ class CompensationConfig:
 
     @classmethod
     def from_model_args(cls, model_args) -> "CompensationConfig":
-        """The setting in a results file's ``config.model_args``: a dict, or the
-        ``key=value,...`` string lm-eval keeps for some callers (``none`` when absent)."""
-        if isinstance(model_args, str):
-            model_args = dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
-        model_args = model_args if isinstance(model_args, dict) else {}
+        """The setting in a results file's ``config.model_args`` (``parse_model_args``;
+        ``none`` when absent)."""
+        model_args = parse_model_args(model_args)
         return cls.parse(model_args.get("compensation", "none"), model_args.get("strength", 1.0),
                          model_args.get("span", "system"))
 
@@ -74,6 +72,15 @@ class CompensationConfig:
     def model_args(self) -> dict:
         """The ``hf-drift`` model_args of this setting."""
         return {"compensation": self.mode, "strength": self.strength, "span": self.span}
+
+
+def parse_model_args(model_args) -> dict:
+    """lm-eval's ``model_args`` as a dict: a dict as it is, the ``key=value,...`` string
+    lm-eval keeps for some callers split at commas and at each entry's first ``=`` (values
+    stay text; entries without ``=`` are left out), anything else (absent) empty."""
+    if isinstance(model_args, str):
+        return dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
+    return model_args if isinstance(model_args, dict) else {}
 
 
 def folder_name(label: str) -> str:

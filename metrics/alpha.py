@@ -168,6 +168,18 @@ def bootstrap(S: np.ndarray, N: np.ndarray, centres, iters: int = 1000, seed: in
         }
 
 
+def _floats(x) -> list:
+    """Per-layer values as JSON: floats, None where a value is not finite (no fit)."""
+    return [None if not np.isfinite(v) else float(v) for v in np.asarray(x, dtype=np.float64)]
+
+
+def _median(x, missing=float("nan")):
+    """The median over layers of the values that are not NaN; ``missing`` when no value is
+    finite."""
+    x = np.asarray(x, dtype=np.float64)
+    return float(np.nanmedian(x)) if np.isfinite(x).any() else missing
+
+
 def summarise(S: np.ndarray, N: np.ndarray, centres, iters: int = 1000, seed: int = 0) -> dict:
     """Fits on the scene-pooled curves plus the bootstrap over scenes.
 
@@ -185,20 +197,14 @@ def summarise(S: np.ndarray, N: np.ndarray, centres, iters: int = 1000, seed: in
     b, b_se, _ = power_law_fit(centres, Np)
     boot = bootstrap(S, N, centres, iters, seed)
 
-    def fl(x):
-        return [None if not np.isfinite(v) else float(v) for v in np.asarray(x, dtype=np.float64)]
-
-    def med(x):
-        x = np.asarray(x, dtype=np.float64)
-        return float(np.nanmedian(x)) if np.isfinite(x).any() else float("nan")
-
     return {
         "scenes": int(S.shape[0]),
         "centres": [float(c) for c in centres],
-        "alpha": fl(a), "alpha_fit_se": fl(a_se), "alpha_se": fl(boot["alpha_se"]), "fit_points": [int(v) for v in a_n],
-        "beta": fl(b), "beta_fit_se": fl(b_se), "beta_se": fl(boot["beta_se"]),
-        "alpha_median": med(a), "alpha_median_se": boot["alpha_median_se"],
-        "beta_median": med(b), "beta_median_se": boot["beta_median_se"],
+        "alpha": _floats(a), "alpha_fit_se": _floats(a_se), "alpha_se": _floats(boot["alpha_se"]),
+        "fit_points": [int(v) for v in a_n],
+        "beta": _floats(b), "beta_fit_se": _floats(b_se), "beta_se": _floats(boot["beta_se"]),
+        "alpha_median": _median(a), "alpha_median_se": boot["alpha_median_se"],
+        "beta_median": _median(b), "beta_median_se": boot["beta_median_se"],
         "signal": Sp.tolist(), "noise": Np.tolist(),
     }
 
@@ -276,31 +282,24 @@ def decomposition(parts, S, centres, names, iters: int = 1000, seed: int = 0) ->
             se = {"difference": np.nanstd(b_pred - b_meas, 0, ddof=1), "alpha_predicted": np.nanstd(b_pred, 0, ddof=1),
                   **{name: np.nanstd(b_exps[:, i], 0, ddof=1) for i, name in enumerate(names)}}
 
-    def fl(x):
-        return [None if not np.isfinite(v) else float(v) for v in np.asarray(x, dtype=np.float64)]
-
-    def med(x):
-        x = np.asarray(x, dtype=np.float64)
-        return float(np.nanmedian(x)) if np.isfinite(x).any() else None
-
     diff = pred - meas
     scale = np.abs(Sp).max()
     return {
         "names": names,
-        "alpha": {name: fl(exps[i]) for i, name in enumerate(names)},
-        "alpha_se": {name: fl(se[name]) for name in names},
-        "alpha_predicted": fl(pred), "alpha_predicted_se": fl(se["alpha_predicted"]),
-        "alpha_measured": fl(meas),
-        "difference": fl(diff), "difference_se": fl(se["difference"]),
+        "alpha": {name: _floats(exps[i]) for i, name in enumerate(names)},
+        "alpha_se": {name: _floats(se[name]) for name in names},
+        "alpha_predicted": _floats(pred), "alpha_predicted_se": _floats(se["alpha_predicted"]),
+        "alpha_measured": _floats(meas),
+        "difference": _floats(diff), "difference_se": _floats(se["difference"]),
         "max_abs_difference": float(np.nanmax(np.abs(diff))) if np.isfinite(diff).any() else None,
-        "cosines": {f"{names[p]},{names[q]}": fl(cos[p, q]) for p in range(P) for q in range(p + 1, P)},
-        "relay_share": fl(share(pp)),
+        "cosines": {f"{names[p]},{names[q]}": _floats(cos[p, q]) for p in range(P) for q in range(p + 1, P)},
+        "relay_share": _floats(share(pp)),
         "signal": {name: pp[i, i].tolist() for i, name in enumerate(names)},
         "rebuilt_signal": rebuilt.tolist(),
         "closure": float(np.abs(pp.sum((0, 1)) - Sp).max() / scale) if scale > 0 else 0.0,
-        "medians": {"alpha_direct": med(exps[d]) if d is not None else None,
-                    "alpha_relay": med(exps[r]) if r is not None else None,
-                    "alpha_predicted": med(pred), "relay_share": med(share(pp))},
+        "medians": {"alpha_direct": _median(exps[d], None) if d is not None else None,
+                    "alpha_relay": _median(exps[r], None) if r is not None else None,
+                    "alpha_predicted": _median(pred, None), "relay_share": _median(share(pp), None)},
     }
 
 

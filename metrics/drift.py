@@ -10,6 +10,7 @@ import string
 
 from drift_eval.metrics import langid
 from drift_eval.metrics.text import fold
+from drift_eval.metrics.values import ListValue
 
 ECHO_PATTERNS = [
     r"\b(?:answer|answers|answering|respond|responding|reply|replying|write|writing|speak|speaking)\b[^.!?\n]{0,40}\bfrench\b",
@@ -84,21 +85,10 @@ def survival(timelines: list[list[str]], lang: str = "fr"):
     return survival_curve([first_foreign(t, lang) for t in timelines], [max(len(t), 1) for t in timelines])
 
 
-class Curve(tuple):
-    """A list-valued aggregate (a JSON array in lm-eval's results file) that prints as one
-    short cell in lm-eval's table."""
-
-    def __str__(self):
-        return f"{len(self)} segments, {self[-1]:.3f} at the end" if self else "no segments"
-
-    def __format__(self, spec):
-        return str(self)
-
-
-def french_survival(timelines: list[list[str]]) -> Curve:
+def french_survival(timelines: list[list[str]]) -> ListValue:
     """lm-eval aggregation for ``language_timeline``: the share of answers still French at
     each segment (the survival curve; per-sample timelines stay in the logged samples)."""
-    return Curve(round(v, 6) for v in survival(timelines).estimate)
+    return ListValue((round(v, 6) for v in survival(timelines).estimate), along="segments")
 
 
 def mean_language_score(scores: list[list[float]]) -> float:

@@ -83,6 +83,23 @@ def test_the_survival_curve_of_forced_length_answers_is_a_proportion_per_segment
     assert list(agg) == pytest.approx([0.9, 0.7, 0.7, 0.6]) and str(agg) == "4 segments, 0.600 at the end"
 
 
+def test_list_values_print_as_one_short_cell_and_stay_arrays():
+    import json
+    import pickle
+
+    from drift_eval.metrics.values import ListValue
+
+    layers = ListValue([0.5, float("nan"), 0.25, 1.0])
+    assert str(layers) == "4 values, 0.250 to 1.000" and f"{layers:.4f}" == str(layers)
+    assert str(ListValue([(0.1, 0.2), (0.3, 0.4), (0.5, 0.6)])) == "3 x 2 values, 0.100 to 0.600"  # rows
+    assert str(ListValue([None, None])) == "2 values" and str(ListValue([], along="segments")) == "no segments"
+    curve = ListValue([1.0, 0.75, 0.5], along="segments")
+    assert str(curve) == "3 segments, 0.500 at the end" and curve == (1.0, 0.75, 0.5)
+    assert json.dumps({"m": curve}) == '{"m": [1.0, 0.75, 0.5]}'  # lm-eval's results file: a JSON array
+    again = pickle.loads(pickle.dumps(curve))  # gathered across ranks
+    assert str(again) == str(curve) and str(pickle.loads(pickle.dumps(layers))) == str(layers)
+
+
 def test_the_survival_curve_censors_answers_that_end_early():
     # Kaplan-Meier by hand: A leaves at segment 2 (index 1), B ends French after 2 segments,
     # C stays French through 4, D leaves at segment 4: S = 1, 0.75, 0.75, 0.375

@@ -116,6 +116,53 @@ def test_bad_policy_exits_2_with_one_line(handmade, tmp_path, capsys, text, need
     assert rc == 2 and len(err.strip().splitlines()) == 1 and needle in err, err
 
 
+def test_a_policy_is_checked_once_into_frozen_typed_rules(tmp_path):
+    import dataclasses
+
+    from drift_eval.decide.policy import Policy, Rule, load_policy
+
+    (tmp_path / "release").mkdir()
+    policy = load_policy(_policy(tmp_path, """
+baseline: release
+candidate: tiny
+rules:
+  - {name: holds, task: drift_french_single, metric: fully_french, setting: log:0.25, on: lower, min: 1}
+  - {task: drift_french_single, metric: echo_rate, setting: 0.25, max: 0.05}
+  - {task: drift_french, metric: drift_score, max_regression: 0}
+"""))
+    assert policy == Policy((
+        Rule("drift_french_single", "fully_french", "log:0.25", "lower", 1.0, name="holds"),
+        Rule("drift_french_single", "echo_rate", "0.25", "value", max=0.05),
+        Rule("drift_french", "drift_score", "none", "upper", max_regression=0.0)),  # a regression reads the upper bound
+        str(tmp_path / "release"), "tiny", "fail")  # the baseline folder beside the policy file
+    assert isinstance(policy.rules[0].min, float) and policy.rules[2].against_baseline
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        policy.rules[0].min = 0.0
+    assert load_policy(_policy(tmp_path, "baseline: some-model\nrules:\n  - {task: t, metric: m, min: 0}")).baseline \
+        == "some-model"  # not a folder: a model name in the results
+    with pytest.raises(SystemExit, match=r"gate.yaml: rule 2: min must be a finite number, got None$"):
+        load_policy(_policy(tmp_path, "rules:\n  - {task: t, metric: m, min: 0}\n  - {task: t, metric: m, min: }"))
+    with pytest.raises(SystemExit, match="max_regression needs a baseline"):
+        load_policy(_policy(tmp_path, "rules:\n  - {task: t, metric: m, max_regression: 0.1}")).with_baseline(None)
+
+
+def test_the_pytest_plugin_s_rules_are_checked_as_a_policy_s(handmade, tmp_path):
+    from drift_eval.decide.pytest_plugin import DriftResults, UnusableResults
+    from drift_eval.decide.results import load_output
+
+    results = DriftResults(load_output(handmade))
+    with pytest.raises(UnusableResults, match="^rule on drift_french_single/fully_french: 'on' must be one of value, "
+                                              "lower, upper, got 'middle'$"):
+        results.expect("drift_french_single", "fully_french", on="middle", min=0.5)
+    with pytest.raises(UnusableResults, match="^rule on drift_french_single/fully_french: min 0.9 is above max 0.1"):
+        results.expect("drift_french_single", "fully_french", min=0.9, max=0.1)
+    # checked before the baseline folder is looked for
+    with pytest.raises(UnusableResults, match="^'underpowered' must be fail or warn, got 'maybe'$"):
+        results.compare_to(tmp_path / "nowhere", "drift_french_single", "fully_french", max_regression=0.1,
+                           underpowered="maybe")
+    assert results.expect("drift_french_single", "fully_french", setting="log:0.25", on="lower", min=0.8).passed
+
+
 GATE_TESTS = '''
 def test_french_lower_bound_under_log(drift_results):
     drift_results.expect("drift_french_single", "fully_french", setting="log:0.25", on="lower", min=0.8)

@@ -81,6 +81,24 @@ def test_runs_are_keyed_by_model_and_setting(tmp_path):
         out.metric("drift_french_single", "fully_french", "log:0.25", "beta")
 
 
+def test_model_args_as_lm_eval_s_string_read_like_the_dict(tmp_path):
+    from drift_eval.decide.results import load_output
+    from drift_eval.settings import parse_model_args, setting_label
+
+    assert parse_model_args("pretrained=a/b,compensation=log,strength=0.25,note=x=y,flag") == \
+        {"pretrained": "a/b", "compensation": "log", "strength": "0.25", "note": "x=y"}
+    assert parse_model_args({"pretrained": "a/b"}) == {"pretrained": "a/b"} and parse_model_args(None) == {}
+    assert setting_label("pretrained=a/b,compensation=const,strength=0.5,span=prompt") == "const:0.5@prompt"
+    folder = write_task_run(tmp_path / "out", "new", [1, 0, 1])
+    [res] = (tmp_path / "out" / "new").glob("results_*.json")
+    doc = json.loads(res.read_text())
+    doc["config"]["model_args"] = "pretrained=/models/new,compensation=log,strength=0.25,dtype=bfloat16"
+    res.write_text(json.dumps(doc))
+    out = load_output(folder)
+    assert out.models == ["new"] and out.labels == ["log:0.25"]
+    assert out.run("log:0.25").model_args["dtype"] == "bfloat16"
+
+
 def test_two_runs_of_one_key_are_an_error_naming_both_files(tmp_path, capsys):
     root = tmp_path / "out"
     write_output(root, settings=("none",), date="2026-01-01T00-00-00.000000")

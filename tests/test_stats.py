@@ -90,3 +90,13 @@ def test_difference_from_standard_errors_known_answer():
 def test_a_single_pair_is_never_significant():
     d = stats.paired_difference([0.7], [0.2])
     assert d.p_value == 1.0 and d.test == "paired permutation" and d.verdict == "trend" and d.n == 1
+
+
+def test_a_number_is_a_real_number_never_a_bool():
+    from drift_eval.metrics.values import is_finite, is_number
+
+    nan, inf = float("nan"), float("inf")
+    assert [is_number(v) for v in (0, 1, -2.5, nan, inf, True, False, None, "1", [1])] == \
+        [True, True, True, True, True, False, False, False, False, False]
+    assert [is_finite(v) for v in (0, -2.5, 1e308, nan, inf, -inf, True, None, "0.5")] == \
+        [True, True, True, False, False, False, False, False, False]

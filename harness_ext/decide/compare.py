@@ -20,8 +20,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from drift_eval.decide.policy import ON
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics import stats
+from drift_eval.metrics.values import is_finite, is_number
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,7 @@ def compare_metric(candidate, baseline, task: str, metric: str, setting: str = "
         diff = stats.paired_difference(x, y)
         mde = stats.minimum_detectable_effect(x, y)
         cv, bv = sum(x) / len(x), sum(y) / len(y)
-    elif all(isinstance(v, float) and math.isfinite(v) for v in (a.stderr, b.stderr)):
+    elif all(is_finite(v) for v in (a.stderr, b.stderr)):
         diff = stats.difference_from_errors(a.value, a.stderr, b.value, b.stderr, min(a.n or 0, b.n or 0))
         mde = stats.mde_from_errors(a.stderr, b.stderr)
         cv, bv = a.value, b.value
@@ -115,7 +117,8 @@ class Judgement:
 
 
 def judge(c: Comparison, max_regression: float, on: str = "upper", underpowered: str = "fail") -> Judgement:
-    """The candidate fails when it is worse than the baseline beyond ``max_regression``:
+    """The candidate fails when it is worse than the baseline beyond ``max_regression``
+    (``on`` and ``underpowered`` as a checked ``drift_eval.decide.policy`` gives them):
 
     1. the regression's lower 95% bound is above the tolerance: worse beyond it, whatever n;
     2. otherwise, when the minimum detectable effect exceeds the tolerance, the sample
@@ -125,9 +128,7 @@ def judge(c: Comparison, max_regression: float, on: str = "upper", underpowered:
     if c.higher_is_better is None:
         raise DriftUsageError(f"{c.task}/{c.metric} has no direction (higher_is_better): a regression rule needs one")
     value, lower, upper = c.regression
-    observed = {"value": value, "lower": lower, "upper": upper}.get(on)
-    if observed is None:
-        raise DriftUsageError(f"'on' must be value, lower or upper, got {on!r}")
+    observed = {"value": value, "lower": lower, "upper": upper}[on]
     if math.isnan(observed):  # no interval (a single document): the point estimate
         observed = value
     tol = f"tolerance {max_regression:g}"
@@ -144,7 +145,7 @@ def judge(c: Comparison, max_regression: float, on: str = "upper", underpowered:
         if underpowered != "warn":
             return Judgement("underpowered", msg, c)
         note = " [warning: underpowered, the pass or failure rests on too few documents]"
-    name = {"value": "regression", "lower": "lower 95% bound", "upper": "upper 95% bound"}[on]
+    name = "regression" if on == "value" else ON[on]
     if observed > max_regression:
         return Judgement("fail", f"{c.where()}: {name} {observed:+.4f} > {tol}: {facts}{note}", c)
     return Judgement("pass", f"{c.where()}: {name} {observed:+.4f} <= {tol}: {facts}{note}", c)
@@ -164,8 +165,7 @@ def compared_metrics(candidate_run, baseline_run, headline_only: bool = False) -
         if other is None or (headline_only and not tr.is_group):
             continue
         names = [] if tr.is_group else hinted(cat, task, "key", "summary")
-        names = names or [m for m, v in tr.values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
-                          and not is_curve(cat, task, m)]
+        names = names or [m for m, v in tr.values.items() if is_number(v) and not is_curve(cat, task, m)]
         out += [(task, m) for m in names if m in tr.values and m in other.values]
     if headline_only and not out:
         out = [(t, ms[0]) for t in candidate_run.tasks if t in baseline_run.tasks

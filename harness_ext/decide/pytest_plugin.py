@@ -84,6 +84,11 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = 2  # unusable input, as drift-eval gate exits
 
 
+def _given(**keys) -> dict:
+    """A rule's keys as a policy file would hold them: those given (not None)."""
+    return {k: v for k, v in keys.items() if v is not None}
+
+
 class DriftResults:
     """Metrics of a results folder per (model, setting), with intervals, paired
     comparisons between settings, and comparisons against a baseline model. ``model`` may
@@ -122,9 +127,11 @@ class DriftResults:
         """Assert ``min <= metric <= max`` on its value or an interval bound (``on``:
         value, lower, upper), with the same wording as ``drift-eval gate``."""
         from drift_eval.decide.gate import check
+        from drift_eval.decide.policy import rule_from
 
         __tracebackhide__ = True
-        outcome = check(self.output, task, metric, setting, min, max, on, model=model)
+        rule = rule_from(_given(task=task, metric=metric, setting=setting, on=on, min=min, max=max, model=model))
+        outcome = check(self.output, rule)
         if not outcome.passed:
             raise AssertionError(outcome.message)
         return outcome
@@ -140,14 +147,18 @@ class DriftResults:
         import os
 
         from drift_eval.decide.gate import check_regression, resolve_baseline
+        from drift_eval.decide.policy import policy_from
 
         __tracebackhide__ = True
+        policy = None if max_regression is None else policy_from(
+            {"rules": [_given(task=task, metric=metric, setting=setting, on=on, max_regression=max_regression)],
+             "underpowered": underpowered})  # checked before a baseline folder is read
         base, base_model, candidate = resolve_baseline(self.output, os.fspath(baseline), model)
-        if max_regression is None:
+        if policy is None:
             from drift_eval.decide.compare import compare_metric
 
             return compare_metric(self.output, base, task, metric, setting, candidate, base_model)
-        outcome = check_regression(self.output, base, task, metric, setting, max_regression, on, underpowered,
+        outcome = check_regression(self.output, base, policy.rules[0], underpowered=policy.underpowered,
                                    model=candidate, baseline_model=base_model)
         if outcome.status == "underpowered":
             raise UnusableResults(outcome.message)

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 
 from drift_eval.errors import DamagedFile, DriftUsageError
 from drift_eval.files import read_json, read_jsonl
-from drift_eval.settings import folder_name, setting_label  # noqa: F401  (folder_name: the sweep's layout)
+from drift_eval.metrics.values import is_finite, is_number
+from drift_eval.settings import parse_model_args, setting_label
 
 MANIFEST = "sweep.json"
 _RESULTS_RE = re.compile(r"^results_(?P<date>.+)\.json$")
@@ -136,7 +137,7 @@ def _date(res: dict, fallback: str) -> str:
     import datetime
 
     stamp = res.get("date")
-    if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) and math.isfinite(stamp):
+    if is_finite(stamp):
         return datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return fallback
 
@@ -156,10 +157,10 @@ def _length_mode(tr: TaskResult, config: dict) -> str | None:
         break
     if not isinstance(gen, dict):
         gen = config.get("generation_kwargs") if isinstance(config, dict) else None
-    if not isinstance(gen, dict) or _float(gen.get("max_gen_toks")) is None:
+    if not isinstance(gen, dict) or not is_number(gen.get("max_gen_toks")):
         return None
     top = int(gen["max_gen_toks"])
-    forced = _float(gen.get("min_new_tokens")) is not None and gen["min_new_tokens"] >= top
+    forced = is_number(gen.get("min_new_tokens")) and gen["min_new_tokens"] >= top
     return f"forced to {top} tokens" if forced else f"natural, at most {top} tokens"
 
 
@@ -203,7 +204,7 @@ def _merged_provenance(old: dict, new: dict) -> dict:
 
 
 def _float(v):
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    return float(v) if is_number(v) else None
 
 
 #: what to do about a damaged results or samples file
@@ -310,7 +311,7 @@ def _task_results(res: dict, path: str, date: str) -> tuple[dict, list]:
                 else:
                     values[metric] = v
             for metric in values:  # fitted metrics (drift_alpha) report their bootstrap error as <metric>_se
-                if stderrs.get(metric) is None and _float(values.get(f"{metric}_se")) is not None:
+                if stderrs.get(metric) is None and is_number(values.get(f"{metric}_se")):
                     stderrs[metric] = _float(values[f"{metric}_se"])
             n = (n_samples.get(name) or {}).get("effective")
             subtasks = list((res.get("group_subtasks") or {}).get(name) or [])
@@ -357,13 +358,11 @@ def read_run_file(path: str) -> RunFile:
         raise DriftUsageError(f"{path} is not named results_<date>.json")
     res = read_json(path, "results file", remedy=REMEDY, expect=dict)
     _check_shape(res, path)
-    model_args = res["config"].get("model_args") or {}
+    model_args = parse_model_args(res["config"].get("model_args"))
     try:
         label = setting_label(model_args)
     except DriftUsageError as exc:
         raise _damaged(path, f"config.model_args: {exc.message}") from None
-    if isinstance(model_args, str):
-        model_args = dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
     tasks, sample_files = _task_results(res, path, match.group("date"))
     return RunFile(path, match.group("date"), res, model_args, label, tasks, sample_files)
 
@@ -436,11 +435,11 @@ class Output:
         lo = hi = math.nan
         if per and len(per) > 1:
             lo, hi = stats.mean_interval(list(per.values()))
-        elif isinstance(_float(value), float) and isinstance(stderr, float):
+        elif is_number(value) and isinstance(stderr, float):
             lo, hi = stats.normal_interval(float(value), stderr)
         n = tr.n if tr.n is not None else (len(per) if per else None)
         hib = tr.higher_is_better.get(name)
-        return Metric(task, name, setting, float(value) if _float(value) is not None else value, stderr, n,
+        return Metric(task, name, setting, float(value) if is_number(value) else value, stderr, n,
                       lo, hi, per, hib, run.model, hashes, len(self.models) > 1)
 
     def _per_sample(self, run: Run, tr: TaskResult, name: str):
@@ -448,7 +447,7 @@ class Output:
         aggregate pools its tasks' samples (lm-eval's weighted mean), keyed (task, doc_id)
         over all of them. (None, None) without samples."""
         if tr.samples:
-            rows = [s for s in tr.samples if isinstance(_float(s.get(name)), float)]
+            rows = [s for s in tr.samples if is_number(s.get(name))]
             if not rows:
                 return None, None
             return {s["doc_id"]: float(s[name]) for s in rows}, {s["doc_id"]: s.get("doc_hash") for s in rows}
@@ -474,7 +473,7 @@ class Output:
 
         a, b = self.metric(task, name, setting, model), self.metric(task, name, baseline, model)
         if not a.per_sample or not b.per_sample:
-            if all(isinstance(v, float) and math.isfinite(v) for v in (a.value, a.stderr, b.value, b.stderr)):
+            if all(is_finite(v) for v in (a.value, a.stderr, b.value, b.stderr)):
                 return stats.difference_from_errors(a.value, a.stderr, b.value, b.stderr, a.n or 0)
             return None
         docs = shared_documents(a, b, same_hash=False)
@@ -485,7 +484,7 @@ class Output:
     def scalar_metrics(self, setting: str, task: str, model: str | None = None) -> list:
         """Names of the float-valued metrics of a task, in file order."""
         tr = self.run(setting, model).task(task)
-        return [m for m, v in tr.values.items() if _float(v) is not None]
+        return [m for m, v in tr.values.items() if is_number(v)]
 
     def task_names(self) -> list:
         names = []

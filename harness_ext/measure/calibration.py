@@ -64,13 +64,14 @@ def _cached_gammas(path: str):
     """The cached strengths, or None when the file is damaged: it is then moved aside (with a
     warning) and the calibration runs again."""
     import logging
-    import math
+
+    from drift_eval.metrics.values import is_finite
 
     try:
         gamma = read_json(path, "calibration cache", expect=dict).get("gamma")
         ok = isinstance(gamma, list) and gamma and all(
             isinstance(row, list) and len(row) == len(gamma[0]) and row and all(
-                isinstance(g, (int, float)) and not isinstance(g, bool) and math.isfinite(g) for g in row)
+                is_finite(g) for g in row)
             for row in gamma)
     except DriftUsageError:
         ok = False

@@ -21,6 +21,7 @@ import sqlite3
 
 from drift_eval.errors import DamagedFile, DriftUsageError
 from drift_eval.files import move_aside
+from drift_eval.metrics.values import is_number
 from drift_eval.plugin.answers import Answer
 from drift_eval.plugin.request_types import check_answer
 
@@ -52,19 +53,15 @@ def decode(request_type: str, text: str):
             raise ValueError("a generate_until answer is text")
         return obj
     if request_type == "loglikelihood":
-        if not isinstance(obj, list) or len(obj) != 2 or not _number(obj[0]) or not isinstance(obj[1], bool):
+        if not isinstance(obj, list) or len(obj) != 2 or not is_number(obj[0]) or not isinstance(obj[1], bool):
             raise ValueError("a loglikelihood answer is [number, true|false]")
         return (float(obj[0]), obj[1])
     if request_type == "loglikelihood_rolling":
-        if not _number(obj):
+        if not is_number(obj):
             raise ValueError("a loglikelihood_rolling answer is a number")
         return float(obj)
     check_answer(request_type, obj)
     return obj
-
-
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 class AnswerCache:

@@ -75,18 +75,3 @@ class YamlTask(ConfigurableTask):
             argument = json.dumps(argument, ensure_ascii=False)
         return Instance(request_type=request_type.name, doc=doc, arguments=(argument, gen_kwargs or {}), idx=0,
                         metadata=kwargs.get("metadata", (None, None, None)))
-
-
-class ListValue(tuple):
-    """A list-valued metric (a per-layer list, or a table as a tuple of rows): a JSON array
-    in lm-eval's results file, a one-line summary in lm-eval's printed table (which would
-    otherwise print every entry)."""
-
-    def __str__(self):
-        flat = [v for row in self for v in (row if isinstance(row, (list, tuple)) else [row])
-                if isinstance(v, (int, float)) and v == v]
-        size = f"{len(self)} x {len(self[0])}" if self and isinstance(self[0], (list, tuple)) else f"{len(self)}"
-        return f"{size} values, {min(flat):.3f} to {max(flat):.3f}" if flat else f"{size} values"
-
-    def __format__(self, spec):
-        return str(self)

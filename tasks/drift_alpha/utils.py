@@ -19,8 +19,9 @@ import math
 from drift_eval.errors import DriftUsageError
 from drift_eval.measure.alpha import read_continuations
 from drift_eval.metrics import alpha as am
+from drift_eval.metrics.values import ListValue
 from drift_eval.plugin.request_types import CONTINUATION_NLL, PROMPT_OFFSETS
-from drift_eval.plugin.task_base import ListValue, YamlTask
+from drift_eval.plugin.task_base import YamlTask
 from drift_eval.settings import int_option
 from drift_eval.tasks.drift_alpha.data import AXES, read_scenes
 

@@ -20,8 +20,9 @@ from dataclasses import fields
 
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics import decode as dm
+from drift_eval.metrics.values import ListValue
 from drift_eval.plugin.request_types import FREE_GENERATION
-from drift_eval.plugin.task_base import ListValue, YamlTask
+from drift_eval.plugin.task_base import YamlTask
 from drift_eval.tasks.drift_alpha.data import AXES, read_scenes
 
 
