@@ -1,0 +1,66 @@
+"""Text from models and from results files, made inert for each output. Pure Python.
+
+Results folders are shared between people and CI jobs, and model output is untrusted
+text: an answer, a model name, a setting label or a task name read from a results file
+must never act in what the project writes. One function per output:
+
+* ``markdown``: the text as a Markdown code span, on one line: inside a code span nothing
+  is markup (no image, link, autolink, HTML, heading, emphasis or entity; backslash-escaping
+  the metacharacters instead would still let GitHub's renderer autolink bare addresses). A
+  run of backticks in the text gets a longer fence; in a table cell (``cell=True``) a ``|``
+  is written ``\\|``, which GitHub's table rule turns back into ``|`` inside the cell;
+* ``csv_cell``: a spreadsheet cell that is never a formula: a value that begins with
+  ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a leading ``'`` (OWASP's rule
+  against CSV injection); numbers are left as they are;
+* ``terminal``: the text with every control character (C0, DEL, C1: escape sequences,
+  carriage returns, bells...) written as a visible escape such as ``\\x1b``, so printing it
+  cannot move the cursor, recolour or retitle the terminal;
+
+HTML is escaped by Jinja's autoescaping; JSON stays as it is (a JSON parser reads strings
+as strings).
+"""
+from __future__ import annotations
+
+import re
+
+_BACKTICKS = re.compile(r"`+")
+_NEWLINES = re.compile(r"[\r\n\u2028\u2029]+")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_ONE_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def markdown(text, cell: bool = False) -> str:
+    """``text`` (anything; ``None`` is empty) as a Markdown code span that renders as its
+    characters, on one line (``cell``: inside a table cell)."""
+    if text is None or str(text) == "":
+        return ""
+    text = _NEWLINES.sub(" ", str(text))
+    if cell:
+        text = text.replace("|", "\\|")
+    fence = "`" * (1 + max((len(run) for run in _BACKTICKS.findall(text)), default=0))
+    pad = " " if text.startswith(("`", " ")) or text.endswith(("`", " ")) else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def csv_cell(value):
+    """``value`` as a CSV cell a spreadsheet shows as text: numbers (not booleans) as they
+    are, other values as text with a leading ``'`` when they would start a formula."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    if value is None:
+        return ""
+    text = str(value)
+    return f"'{text}" if text.startswith(_FORMULA_START) else text
+
+
+def terminal(text, one_line: bool = False) -> str:
+    """``text`` with every control character but tab and newline shown as an escape
+    (``one_line``: those too, for a value printed inside a line)."""
+    pattern = _ONE_LINE if one_line else _CONTROL
+    return pattern.sub(_escape, str(text))
+
+
+def _escape(match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"

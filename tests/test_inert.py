@@ -1,0 +1,83 @@
+"""Text from models and results files stays inert (``drift_eval.inert``): Markdown rendered
+by GitHub's own renderer (cmark-gfm) shows it as text and makes no link, image, HTML or
+heading of it; CSV cells never start a formula; terminal output carries no control
+characters."""
+import csv
+import html
+import io
+import re
+
+import pytest
+
+from drift_eval import inert
+
+HOSTILE = [
+    "![x](https://evil.example/i.png)", "[c](javascript:alert(1))", "<script>alert(1)</script>",
+    "# Heading", "see https://evil.example and www.evil.example", "<https://evil.example>", "foo@evil.example",
+    "a | b | c", "`code` **bold** _it_ ~~del~~", "1. list", "- item", "===", "&lt;b&gt; &amp;",
+    "x<img src=x onerror=alert(1)>", "[ref]: https://evil.example", "> quote", "``` fence", "`", " `x` ",
+    "line one\nline two\r\n# three", "\\*not emphasis\\*", "=HYPERLINK(\"https://evil.example\")",
+]
+MARKUP = re.compile(r"<(a|img|h[1-6]|script|ol|ul|li|blockquote|strong|em|del|pre|table|hr)\b", re.I)
+
+
+@pytest.fixture(scope="module")
+def render():
+    cmarkgfm = pytest.importorskip("cmarkgfm")
+    from cmarkgfm.cmark import Options
+
+    return lambda md: cmarkgfm.github_flavored_markdown_to_html(md, options=Options.CMARK_OPT_UNSAFE)
+
+
+def _text(fragment: str) -> str:
+    """The visible text of rendered HTML, whitespace collapsed."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", fragment)).split())
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_markdown_text_renders_as_its_characters_and_nothing_else(render, text):
+    out = render(f"Model {inert.markdown(text)} was run.\n")
+    assert not MARKUP.search(out.replace("<code>", "").replace("</code>", "")), out
+    assert _text(out) == _one_line(f"Model {text} was run."), out
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_markdown_table_cells_hold_their_text_in_one_cell(render, text):
+    table = f"| model | value |\n|---|---|\n| {inert.markdown(text, cell=True)} | 1 |\n"
+    out = render(table)
+    cells = re.findall(r"<td>(.*?)</td>", out, re.S)
+    assert len(cells) == 2 and _text(cells[1]) == "1", out
+    assert not MARKUP.search(cells[0].replace("<code>", "").replace("</code>", "")), out
+    assert _text(cells[0]) == _one_line(text), out
+
+
+def test_empty_and_missing_values_are_empty():
+    assert inert.markdown(None) == inert.markdown("") == ""
+    assert inert.csv_cell(None) == ""
+
+
+@pytest.mark.parametrize("value, cell", [
+    ("=HYPERLINK(\"https://evil.example\")", "'=HYPERLINK(\"https://evil.example\")"),
+    ("+1+1", "'+1+1"), ("-2+3", "'-2+3"), ("@SUM(A1)", "'@SUM(A1)"), ("\tx", "'\tx"), ("\rx", "'\rx"),
+    ("SmolLM2", "SmolLM2"), ("log:0.25", "log:0.25"), (-0.5, -0.5), (3, 3), (True, "True"),
+])
+def test_csv_cells_never_start_a_formula(value, cell):
+    assert inert.csv_cell(value) == cell
+    buf = io.StringIO()
+    csv.writer(buf).writerow([inert.csv_cell(value)])
+    parsed = next(csv.reader(io.StringIO(buf.getvalue())))[0]
+    assert not parsed.startswith(("=", "+", "@", "\t", "\r")) and not (parsed.startswith("-") and
+                                                                       not isinstance(value, (int, float)))
+
+
+def test_terminal_text_has_no_control_characters():
+    hostile = "model\x1b]0;pwned\x07\x1b[2J\x1b[31mred\r\x08\x9b31m\x7f"
+    shown = inert.terminal(hostile)
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", shown)
+    assert shown == "model\\x1b]0;pwned\\x07\\x1b[2J\\x1b[31mred\\x0d\\x08\\x9b31m\\x7f"
+    assert inert.terminal("a\tb\nc") == "a\tb\nc"
+    assert inert.terminal("a\tb\nc\u2028d", one_line=True) == "a\\x09b\\x0ac\\u2028d"
