@@ -30,6 +30,32 @@ def tiny_model(family: str, seed: int = 0, attn: str = "sdpa", layers: int = 2):
     return AutoModelForCausalLM.from_config(config, attn_implementation=attn).eval()
 
 
+def rounding(dtype, n: int, scale: float) -> float:
+    """What rounding in ``dtype`` (a torch or NumPy float type) allows between two
+    computations of a value of magnitude ``scale`` reached through sums of ``n`` terms in
+    all: ``eps · n · scale``, the standard bound for a length-``n`` dot product."""
+    import numpy as np
+
+    try:
+        import torch
+
+        if isinstance(dtype, torch.dtype):
+            return float(torch.finfo(dtype).eps * n * scale)
+    except ImportError:
+        pass
+    return float(np.finfo(dtype).eps * n * scale)
+
+
+def forward_sums(model, keys: int, logits: bool = True) -> int:
+    """``n`` for ``rounding`` after one forward of a decoder over ``keys`` keys: per layer
+    the attention's sum over the keys, the hidden size three times (query/key/value, output
+    and MLP input projections) and the MLP's intermediate size; then, for the logits, the
+    output head's sum over the hidden size."""
+    c = model.config
+    n = c.num_hidden_layers * (keys + 3 * c.hidden_size + c.intermediate_size)
+    return n + c.hidden_size if logits else n
+
+
 def console_script(name):
     """The script installed beside this interpreter (its venv), else the one on PATH."""
     here = os.path.join(os.path.dirname(sys.executable), name)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import tiny_model
+from helpers import rounding, tiny_model
 from drift_eval.metrics import rollout as ro
 
 
@@ -29,7 +29,8 @@ def test_measured_inputs_are_well_formed(measured):
     assert A.shape == (30, 64, 64) and lam.shape == (30,)
     assert np.all((lam > 0) & (lam < 1))
     assert np.allclose(A.sum(axis=-1), 1, atol=1e-4) and np.allclose(np.triu(A, 1), 0, atol=1e-6)
-    assert measured["gradient_profile"].sum() == pytest.approx(1.0)
+    g = measured["gradient_profile"]  # norms over their sum, in their dtype (float32): two sums over the positions
+    assert abs(float(g.sum()) - 1) <= rounding(g.dtype, 2 * len(g), 1.0)
     assert measured["attn_impl_after"] != "drift_eager"  # restored
 
 

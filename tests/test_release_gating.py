@@ -147,8 +147,10 @@ def test_the_gate_catches_a_planted_regression(tmp_path, capsys):
             "regression +0.8333") in line and "exact McNemar" in line
     case = ET.parse(tmp_path / "gate.xml").getroot().find("testcase")
     props = {p.get("name"): p.get("value") for p in case.find("properties")}
-    assert props["candidate"] == "new" and props["baseline"] == "shipped" and float(props["difference"]) == pytest.approx(-30 / 36)
-    assert float(props["p_value"]) == pytest.approx(2 * 0.5 ** 30) and props["n"] == "36"
+    six_digits = dict(rel=5e-6, abs=0)  # the XML keeps 6 significant digits: half a unit of the 6th
+    assert props["candidate"] == "new" and props["baseline"] == "shipped"
+    assert float(props["difference"]) == pytest.approx(-30 / 36, **six_digits)
+    assert float(props["p_value"]) == pytest.approx(2 * 0.5 ** 30, **six_digits) and props["n"] == "36"
     assert line.endswith(case.find("failure").get("message"))
     rc, out, _ = _cli(capsys, "compare", cand, base)
     assert rc == 0 and "drift_french_single/fully_french" in out and "significant (exact McNemar)" in out
