@@ -166,12 +166,20 @@ def test_relabelling_changes_the_path_values_and_folder_names_only(tmp_path):
     ("/usr/lib/python3/site-packages/lm_eval/tasks/x/x.yaml", "config_source", "$SITE_PACKAGES/lm_eval/tasks/x/x.yaml"),
     ("/root/.cache/lm-eval-drift/gguf/qwen-q4_k_m-d881ec3ba83fb305", "model",  # no GGUF file at hand: key kept
      "$DRIFT_CACHE_DIR/gguf/qwen-q4_k_m-d881ec3ba83fb305"),
+    ("~/.cache/lm-eval-drift/gguf/x-0932cb8f3d829473", "pretrained", "$DRIFT_CACHE_DIR/gguf/x-0932cb8f3d829473"),
     ("Qwen/Qwen2.5-0.5B-Instruct", "pretrained", "Qwen/Qwen2.5-0.5B-Instruct"),
     ("relative/folder", "pretrained", "relative/folder"),
 ])
 def test_each_path_gets_its_portable_form(value, key, portable):
     runs = _protocol_runs()
     assert runs.portable(value, key, {}) == portable
+
+
+def test_model_args_written_as_text_are_relabelled_value_by_value():
+    runs = _protocol_runs()
+    doc = {"config": {"model_args": f"pretrained={OLD_CACHE},dtype=float32", "model": "hf-drift"}}
+    assert runs._portable_tree(doc, runs.gguf_keys()) == {
+        "config": {"model_args": f"pretrained={BUNDLED},dtype=float32", "model": "hf-drift"}}
 
 
 def test_a_path_without_a_portable_form_stops_before_anything_is_written(tmp_path):
