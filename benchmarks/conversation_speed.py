@@ -80,7 +80,8 @@ def main():
     res = {name: {"tokens_per_s": round(tokens / statistics.median(t), 2)} for name, t in times.items()}
     res["ratio_executor_vs_raw"] = round(statistics.median(
         raw / ex for raw, ex in zip(times["raw_generate"], times["executor"])), 3)
-    meta = vars(args) | {"model": "SmolLM2-135M-Instruct (float32, CPU)", "clock": "process CPU time", "threads": 1}
+    meta = vars(args) | {"out": os.path.relpath(os.path.abspath(args.out), os.path.dirname(HERE)),  # no machine path
+                         "model": "SmolLM2-135M-Instruct (float32, CPU)", "clock": "process CPU time", "threads": 1}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump({"meta": meta, "results": res}, fh, indent=2)

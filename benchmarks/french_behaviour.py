@@ -1,7 +1,7 @@
 """French persistence of a real chat model under several compensation settings.
 
 Runs the real ``lm_eval`` command once per setting and task and prints a Markdown table of
-the headline metrics with their standard errors. Meant for the README's figures, e.g. with
+the headline metrics with their standard errors. Meant for benchmarks/README.md's figures, e.g. with
 Qwen2.5-Coder-0.5B-Instruct (GGUF) on a CPU:
 
     python benchmarks/french_behaviour.py --pretrained DIR --gguf-file F.gguf \\

@@ -2,9 +2,9 @@
 and its random-init twin (same config, seed 0: the "candidate"), each swept by the real
 ``drift-eval sweep``, then ``drift-eval compare``, ``gate`` against the baseline,
 ``leaderboard`` and ``report``. Prints each command; the figures go to
-``benchmarks/results/release_gating.json``.
+``benchmarks/results/release_gating.json``, with the output folder written as ``OUT``.
 
-    python benchmarks/release_gating.py --limit 36 --tokens 128 --out /tmp/release_gating
+    python benchmarks/release_gating.py --limit 36 --tokens 128 --out OUT
 
 Resumable: a rerun skips finished sweeps (the sweep's own resume).
 """
@@ -49,7 +49,7 @@ def main():
     ap.add_argument("--limit", type=int, default=36)
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--batch-size", type=int, default=12)
-    ap.add_argument("--out", default="/tmp/release_gating")
+    ap.add_argument("--out", required=True, help="a folder for the sweeps, the policy and the report")
     args = ap.parse_args()
     from drift_eval.plugin.local_models import smollm2_dir
 
@@ -72,11 +72,15 @@ def main():
     run(["leaderboard", base, cand, "-o", os.path.join(args.out, "board.json")])
     report = run(["report", base, cand, "--baseline", "SmolLM2-135M-Instruct.Q4_1", "--policy", policy,
                   "-o", os.path.join(args.out, "report.html")])
+    def portable(text):  # the figures name no folder of this machine
+        return text.replace(os.path.abspath(args.out), "OUT").replace(args.out, "OUT")
+
     out = {"limit": args.limit, "tokens": args.tokens, "compare": compare,
-           "gate": {"exit": gate.returncode, "lines": gate.stdout.strip().splitlines()},
-           "gate_baseline_against_itself": {"exit": gate_self.returncode, "lines": gate_self.stdout.strip().splitlines()},
+           "gate": {"exit": gate.returncode, "lines": portable(gate.stdout.strip()).splitlines()},
+           "gate_baseline_against_itself": {"exit": gate_self.returncode,
+                                            "lines": portable(gate_self.stdout.strip()).splitlines()},
            "leaderboard": json.load(open(os.path.join(args.out, "board.json")))["rows"],
-           "report": report.stdout.strip()}
+           "report": portable(report.stdout.strip())}
     path = os.path.join(HERE, "results", "release_gating.json")
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(out, fh, indent=2)

@@ -152,7 +152,8 @@ def test_a_damaged_setting_reruns_alone_and_planted_pickles_never_run(tiny, refe
         db.execute("UPDATE answers SET value = ? WHERE rowid = (SELECT MIN(rowid) FROM answers)",
                    (pickle.dumps(Planted(marker)),))
     (out / "log_1" / "cache" / "answers.sqlite").write_bytes(b"garbage" * 1000)  # skipped: never opened
-    [model_dir] = (out / "log_1").glob("__*")
+    [model_dir] = [p for p in (out / "log_1").iterdir() if p.name != "cache"]
+    assert model_dir.name == os.path.basename(tiny)  # the readable name, not lm-eval's sanitised path
     stray = model_dir / "results_2020-01-01T00-00-00.000000.json"
     stray.write_text("{")  # a damaged file beside a complete setting: moved aside, nothing rerun
     r = _sweep(out, tiny)

@@ -22,6 +22,7 @@ def test_sweep_writes_standard_results_per_setting(real_sweep):
     assert "[2/2] log:1: done in" in stdout and "sweep complete: 2 settings" in stdout
     for setting, comp in (("none", "none"), ("log_1", "log")):
         [res_file] = _files(out, setting, "results_*.json")
+        assert os.path.basename(os.path.dirname(res_file)) == "SmolLM2-135M-Instruct.Q4_1"  # not the cache path
         res = json.load(open(res_file))
         assert res["config"]["model_args"]["compensation"] == comp
         assert res["config"]["model_args"]["pretrained"] == str(real_sweep["model"])
@@ -58,6 +59,8 @@ def test_sweep_resumes_without_recomputing(real_sweep, smollm2_dir, tmp_path):
 
     out = tmp_path / "out"
     shutil.copytree(real_sweep["dir"], out)
+    # none as an earlier version left it: its model folder named after lm-eval's sanitised path
+    os.rename(out / "none" / "SmolLM2-135M-Instruct.Q4_1", out / "none" / str(smollm2_dir).replace("/", "__"))
     before = {}
     for path in _files(out, "log_1", "samples_*.jsonl"):
         task = os.path.basename(path).split("_2")[0][len("samples_"):]
@@ -84,6 +87,10 @@ def test_sweep_resumes_without_recomputing(real_sweep, smollm2_dir, tmp_path):
     for task, resps in before.items():
         [path] = _files(out, "log_1", f"samples_{task}_*.jsonl")
         assert [json.loads(x)["resps"] for x in open(path)] == resps
+        assert os.path.basename(os.path.dirname(path)) == "SmolLM2-135M-Instruct.Q4_1"
+    from drift_eval.decide.results import load_output
+
+    assert load_output(out).models == ["SmolLM2-135M-Instruct.Q4_1"]  # old and new folders: one model
     # a finished sweep does nothing, without loading the model
     again = []
     run_sweep(str(out), opts["--settings"], opts["--tasks"], model_args=f"pretrained={smollm2_dir}",

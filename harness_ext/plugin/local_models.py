@@ -3,8 +3,10 @@ model's untrained twin (same config, fresh weights from seed 0).
 
 transformers de-quantises a GGUF file on every load (20-30 s for a 135M model on a CPU).
 ``cached_from_gguf`` does it once and keeps a safetensors copy under the cache folder
-(``DRIFT_CACHE_DIR``, default ``~/.cache/lm-eval-drift``), keyed by the GGUF file's path,
-size and modification time. ``save_pretrained`` refuses a GGUF-loaded model, so the copy is
+(``DRIFT_CACHE_DIR``, default ``~/.cache/lm-eval-drift``) as ``gguf/<file name>-<key>``,
+where the key names the file by its content (``gguf_content_key``): the same file gets the
+same folder name on every machine, wherever it lies and whatever its modification time.
+``save_pretrained`` refuses a GGUF-loaded model, so the copy is
 rebuilt with ``from_config`` + ``load_state_dict`` first. The copy is written to a
 temporary folder and renamed into place, under a lock (``drift_eval.files.build_lock``), so
 the ranks of a data-parallel run convert once: one converts, the others wait for it.
@@ -13,8 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import mmap
 import os
 import shutil
+import struct
 import sys
 import tempfile
 
@@ -32,11 +36,102 @@ def gguf_path(pretrained: str, gguf_file: str) -> str:
     return path
 
 
+# ---------------------------------------------------------------------------- the content key
+KEY_BLOCK = 64 * 1024   # bytes of tensor data in each sampled block
+KEY_BLOCKS = 16         # blocks sampled, evenly spread over the tensor data
+_SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # GGUF value type -> bytes
+_STRING, _ARRAY, _ALIGNMENT = 8, 9, "general.alignment"
+
+
+def gguf_data_offset(path: str) -> int:
+    """Where the tensor data of the GGUF file ``path`` starts: after its header, metadata
+    and tensor-info section, padded to the file's alignment (GGUF versions 2 and 3, either
+    byte order). The same offset as ``gguf.GGUFReader(path).data_offset``, without decoding
+    every metadata value (milliseconds instead of seconds for a large vocabulary)."""
+    try:
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            return _data_offset(buf)
+    except (OSError, ValueError, struct.error) as exc:  # struct.error: the file ends inside its header
+        why = "it ends inside its header" if isinstance(exc, struct.error) else str(exc) or type(exc).__name__
+        raise DriftUsageError(f"{path} is not a readable GGUF file ({why}): check gguf_file=") from None
+
+
+def _data_offset(buf) -> int:
+    if buf[:4] != b"GGUF":
+        raise ValueError("no GGUF magic")
+    order = "<" if struct.unpack_from("<I", buf, 4)[0] & 0xFFFF else ">"  # a big-endian file reads 0 here
+    version, n_tensors, n_kv = struct.unpack_from(order + "IQQ", buf, 4)
+    if version not in (2, 3):
+        raise ValueError(f"GGUF version {version}, only 2 and 3 are read")
+    off, alignment = 24, 32
+
+    def string(off):
+        (n,) = struct.unpack_from(order + "Q", buf, off)
+        end = off + 8 + n
+        if end > len(buf):
+            raise struct.error("past the end")
+        return buf[off + 8:end], end
+
+    def value(kind, off):
+        if kind in _SCALAR:
+            return off + _SCALAR[kind]
+        if kind == _STRING:
+            return string(off)[1]
+        if kind == _ARRAY:
+            item, count = struct.unpack_from(order + "IQ", buf, off)
+            off += 12
+            if item in _SCALAR:
+                return off + count * _SCALAR[item]
+            for _ in range(count):
+                off = value(item, off)
+            return off
+        raise ValueError(f"unknown GGUF value type {kind}")
+
+    for _ in range(n_kv):
+        key, off = string(off)
+        (kind,) = struct.unpack_from(order + "I", buf, off)
+        if key == _ALIGNMENT.encode() and kind == 4:
+            (alignment,) = struct.unpack_from(order + "I", buf, off + 4)
+        off = value(kind, off + 4)
+    for _ in range(n_tensors):
+        off = string(off)[1]
+        (n_dims,) = struct.unpack_from(order + "I", buf, off)
+        off += 4 + 8 * n_dims + 4 + 8  # dimensions, type, offset
+    if alignment <= 0 or alignment & (alignment - 1):
+        raise ValueError(f"alignment {alignment} is not a power of two")
+    off += -off % alignment
+    if off > len(buf):
+        raise struct.error("past the end")
+    return off
+
+
+def gguf_content_key(path: str) -> str:
+    """16 hexadecimal digits that name the GGUF file ``path`` by its content: a SHA-256 of
+    its size, everything before its tensor data (header, metadata, tensor names, shapes,
+    types and offsets) and ``KEY_BLOCKS`` blocks of ``KEY_BLOCK`` bytes spread evenly over
+    the tensor data (all of it when it is smaller). A copy elsewhere, or touched, gets the
+    same key; a file with any other metadata value or tensor entry, or other weights where
+    the blocks fall (a fine-tune of the same shapes), gets another. About 1 MiB is read
+    whatever the file's size."""
+    start = gguf_data_offset(path)
+    size = os.path.getsize(path)
+    digest = hashlib.sha256(b"lm-eval-drift gguf content key 1\0" + struct.pack("<Q", size))
+    with open(path, "rb") as fh:
+        digest.update(fh.read(start))
+        span = size - start
+        if span <= KEY_BLOCK * KEY_BLOCKS:
+            digest.update(fh.read(span))
+        else:
+            for i in range(KEY_BLOCKS):
+                fh.seek(start + i * (span - KEY_BLOCK) // (KEY_BLOCKS - 1))
+                digest.update(fh.read(KEY_BLOCK))
+    return digest.hexdigest()[:16]
+
+
 def cached_from_gguf(pretrained: str, gguf_file: str, log=None) -> str:
     """Folder with a safetensors copy of ``pretrained/gguf_file``; built on first use."""
     path = os.path.abspath(gguf_path(pretrained, gguf_file))
-    st = os.stat(path)
-    key = hashlib.sha256(f"{path}|{st.st_size}|{int(st.st_mtime)}".encode()).hexdigest()[:16]
+    key = gguf_content_key(path)
     name = os.path.splitext(os.path.basename(path))[0]
     target = os.path.join(cache_dir("gguf"), f"{name}-{key}")
     if os.path.isfile(os.path.join(target, "config.json")):

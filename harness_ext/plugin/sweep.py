@@ -10,6 +10,10 @@ CLI), and lm-eval's ``EvaluationTracker`` writes the standard files::
     OUT/<setting>/<model>/samples_<task>_<date>.jsonl
     OUT/<setting>/cache/answers.sqlite               answers (JSON) stored as they are produced
 
+``<model>`` is the model's readable name (``drift_eval.decide.results.model_name``: the GGUF
+file's name, a hub name, a folder's name; ``/`` becomes ``__``), never the path it was
+loaded from, so the same run gets the same folders on every machine.
+
 Order of work: every option, the tasks (built once, so that their ``--metadata`` and the
 language-ID model are checked), the model's files and chat template are checked before the
 model loads; ``sweep.json`` is written when the first setting starts. The tracker writes
@@ -22,7 +26,11 @@ setting (damaged, cut short, left by a killed run) are moved aside as ``*.damage
 that setting runs again; inside it, answers already produced come from the cache
 (``answer_cache``, JSON only). lm-eval's own request types are stored as the backend
 produces them (its cache hook), the project's own request types after every
-``batch_size`` requests.
+``batch_size`` requests. A folder written by an earlier version, whose model folders are
+named after lm-eval's sanitised ``pretrained`` path, resumes the same way: finished
+settings are found whatever their model folder is called (and stay where they are), the
+rest is published under the readable name. A sweep of the bundled model begun before its
+conversion cache was keyed by content goes on with the converted folder it began with.
 """
 from __future__ import annotations
 
@@ -33,7 +41,7 @@ import shutil
 import sys
 import time
 
-from drift_eval.decide.results import MANIFEST, read_manifest, read_run_file
+from drift_eval.decide.results import MANIFEST, converted_gguf, model_name, read_manifest, read_run_file
 from drift_eval.errors import DriftUsageError
 from drift_eval.files import folder_lock, move_aside, write_json_atomic
 from drift_eval.plugin import answer_cache
@@ -108,14 +116,24 @@ def _clear(folder: str, log) -> None:
         shutil.rmtree(stale, ignore_errors=True)
 
 
+def model_folder(model_args: dict, res: dict) -> str:
+    """The name of a run's model folder: its readable name (``model_name``) with the
+    characters that lm-eval replaces in folder names (``/``, ``:``, ...) made ``__``, and no
+    leading dot (a hidden folder is not read)."""
+    from lm_eval.utils import sanitize_model_name
+
+    return sanitize_model_name(model_name(model_args, res)).lstrip(".") or "model"
+
+
 def _publish(staging: str, folder: str) -> str:
     """Check the staged run through the results loader, then rename its files into
-    ``folder``: samples first, the results file last. Returns the results file's path."""
+    ``folder/<model_folder>``: samples first, the results file last. Returns the results
+    file's path."""
     [staged] = glob.glob(os.path.join(glob.escape(staging), "*", "results_*.json")) or [None]
     if staged is None:
         raise DriftUsageError(f"lm-eval wrote no results file under {staging}: is the disk full?")
     rf = read_run_file(staged)  # the files as written, checked like any reader would
-    model_dir = os.path.join(folder, os.path.basename(os.path.dirname(staged)))
+    model_dir = os.path.join(folder, model_folder(rf.model_args, rf.raw))
     os.makedirs(model_dir, exist_ok=True)
     for path in [*rf.sample_files, staged]:
         os.replace(path, os.path.join(model_dir, os.path.basename(path)))
@@ -296,6 +314,27 @@ def _task_manager(task_list: list, metadata: dict):
     return tm
 
 
+def _default_model(output: str) -> str:
+    """The bundled model's converted folder, or, for a sweep of it begun in ``output`` with
+    another converted folder (an earlier version keyed the conversion cache by the file's
+    path, size and modification time), the folder it began with: the settings still to run
+    then use the model the finished ones used."""
+    from drift_eval.plugin.local_models import SMOLLM2_FILE, smollm2_dir
+
+    manifest = read_manifest(output) if os.path.isdir(output) else None
+    earlier = (((manifest or {}).get("options") or {}).get("model_args") or {}).get("pretrained")
+    converted = converted_gguf(earlier) if isinstance(earlier, str) and os.path.isabs(earlier) else None
+    if not converted or converted[0] != os.path.splitext(SMOLLM2_FILE)[0]:
+        return smollm2_dir()
+    if os.path.isfile(os.path.join(earlier, "config.json")):
+        return earlier
+    current = smollm2_dir()
+    if earlier != current:
+        raise DriftUsageError(f"{output} holds a sweep of the bundled model converted at {earlier}, which is gone: "
+                              f"finish it where that folder is, or use another --output")
+    return current
+
+
 # ------------------------------------------------------------------------ the sweep
 def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limit=None, gen_kwargs: str = "",
               batch_size: int = 8, device: str = "cpu", span: str = "system", apply_chat_template: bool = True,
@@ -303,15 +342,13 @@ def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limi
     """Run the sweep; returns {label: "done" | "skipped"}."""
     configs, task_list, margs, meta, gen = _options(settings, tasks, model_args, limit, gen_kwargs, batch_size,
                                                     metadata, span)
+    output = os.path.abspath(output)
     if "pretrained" not in margs:
-        from drift_eval.plugin.local_models import smollm2_dir
-
-        margs["pretrained"] = smollm2_dir()
+        margs["pretrained"] = _default_model(output)
     options = {"tasks": task_list, "model_args": {k: str(v) for k, v in margs.items()}, "limit": limit,
                "gen_kwargs": gen_kwargs or "", "apply_chat_template": bool(apply_chat_template),
                "metadata": meta, "span": span}
     labels = [c.label() for c in configs]
-    output = os.path.abspath(output)
     if os.path.exists(output) and not os.path.isdir(output):
         raise DriftUsageError(f"--output {output} is a file: give a folder")
     with folder_lock(output, "drift-eval sweep"):
