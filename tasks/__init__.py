@@ -175,9 +175,3 @@ def is_curve(catalogue: dict, task: str, metric: str) -> bool:
     if "curve" in (catalogue.get(task, {}).get(metric) or {}).get("roles", ()):
         return True
     return any(series_points(spec, [metric]) for spec in series(catalogue, task))
-
-
-#: per-layer fits (``alpha_l07``...) and per-turn rates (``french_turn_3``), as the report
-#: named them before the YAMLs declared their ``series``
-LAYER_METRIC = re.compile(r"^(alpha|beta)_l(\d{2,3})$")
-FRENCH_TURN = re.compile(r"^french_turn_(\d+)$")
