@@ -19,7 +19,7 @@ import statistics
 
 from drift_eval.decide.results import load_output
 from drift_eval.errors import DriftUsageError
-from drift_eval.tasks import FRENCH_TURN, metric_catalogue
+from drift_eval.tasks import hinted, metric_catalogue, series, series_points
 
 
 def columns(output) -> list:
@@ -27,8 +27,7 @@ def columns(output) -> list:
     cat = metric_catalogue()
     present = {(t, m) for r in output.runs.values() for t, tr in r.tasks.items() for m in tr.values}
     heads = [(t, m, True) for t, ms in cat.items() for m in ms if (t, m) in present and _is_group(output, t)]
-    summary = [(t, m, False) for t, ms in cat.items() for m, info in ms.items()
-               if info["report"] == "summary" and (t, m) in present]
+    summary = [(t, m, False) for t in cat for m in hinted(cat, t, "summary") if (t, m) in present]
     return heads + summary
 
 
@@ -43,11 +42,14 @@ def _cell(output, run, task, metric) -> dict | None:
     return {"value": m.value, "lower": m.lower, "upper": m.upper, "n": m.n} if isinstance(m.value, float) else None
 
 
-def _per_turn(run) -> dict | None:
+def _per_turn(run, cat: dict) -> dict | None:
+    """The first curve by turn of the run's tasks (their YAMLs' ``series``: French per turn)."""
     for task, tr in run.tasks.items():
-        turns = sorted((int(x.group(1)), v) for k, v in tr.values.items()
-                       if (x := FRENCH_TURN.fullmatch(k)) and isinstance(v, (int, float)))
-        if turns:
+        for spec in (s for s in series(cat, task) if s["by"] == "turn"):
+            turns = [(x, tr.values[m]) for x, m in series_points(spec, tr.values)
+                     if isinstance(tr.values[m], (int, float))]
+            if not turns:
+                continue
             return {"task": task, "first": float(turns[0][1]), "last": float(turns[-1][1]),
                     "turns": [float(v) for _, v in turns]}
     return None
@@ -62,10 +64,11 @@ def _alpha(run) -> float | None:
 def rows(output) -> tuple[list, list]:
     """(columns, rows): rows ranked, each with ``rank`` and ``tied``."""
     cols = columns(output)
+    cat = metric_catalogue()
     out = []
     for run in output.ordered_runs():
         cells = {f"{t}/{m}": _cell(output, run, t, m) for t, m, _ in cols}
-        out.append({"model": run.model, "setting": run.setting, "cells": cells, "per_turn": _per_turn(run),
+        out.append({"model": run.model, "setting": run.setting, "cells": cells, "per_turn": _per_turn(run, cat),
                     "alpha_median": _alpha(run)})
     head = next((f"{t}/{m}" for t, m, h in cols if h), None)
 

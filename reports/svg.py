@@ -30,27 +30,43 @@ def _fmt(v: float) -> str:
     return f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}"
 
 
+def _fit(text: str, width: float, char_px: float = 7.5) -> str:
+    """A bold 13 px title longer than ``width``: squeezed to fit (``textLength``), never cut."""
+    return (f' textLength="{width:.0f}" lengthAdjust="spacingAndGlyphs"' if len(text) * char_px > width else "")
+
+
 LEGEND_CHAR_PX = 7
 LEGEND_MIN_PX = 150  # the legend column of a default-width plot
 
 
 def line_plot(series: dict, title: str, x_label: str, y_label: str, y_range=None, width: int = 600,
-              height: int = 300, markers: bool = True, bands: dict | None = None) -> Markup:
+              height: int = 300, markers: bool = True, bands: dict | None = None, colours: dict | None = None,
+              x_range=None, legend_px: int = LEGEND_MIN_PX, legend: str = "right") -> Markup:
     """``series``: name -> list of (x, y). Points with a non-finite y are skipped.
     ``bands``: name -> list of (x, low, high), drawn as a shaded area behind that series
-    (points without a finite interval are left out)."""
+    (points without a finite interval are left out). ``colours``: name -> colour (else the
+    palette in series order), so that small multiples give one setting one colour in every
+    panel; ``x_range`` / ``y_range``: fixed axes (shared by the panels); ``legend_px``: the
+    legend column's least width (narrower for panels); ``legend="below"``: the legend under
+    the plot, one line a series, the picture as wide as asked (for long names). Bands are
+    15% opaque, fainter when more than three overlap."""
     pts = {name: [(float(x), float(y)) for x, y in xy if y is not None and math.isfinite(float(y))]
            for name, xy in series.items()}
     pts = {k: v for k, v in pts.items() if v}
     # the legend sits right of the plot; its column is as wide as the longest name needs
     # (about 7 px a character at 12 px), and the picture grows by what it adds
     left, top, bottom = 58, 30, 44
-    right = max(LEGEND_MIN_PX, 40 + LEGEND_CHAR_PX * max((len(n) for n in pts), default=0))
-    pw, ph = width - left - LEGEND_MIN_PX, height - top - bottom
-    width = left + pw + right
+    if legend == "below":
+        pw, ph = width - left - 16, height - top - bottom
+        height += 18 * len(pts) + 4
+    else:
+        right = max(legend_px, 40 + LEGEND_CHAR_PX * max((len(n) for n in pts), default=0))
+        pw, ph = width - left - legend_px, height - top - bottom
+        width = left + pw + right
+    opacity = 0.15 if len(pts) <= 3 else round(0.45 / len(pts), 3)
     xs = [x for v in pts.values() for x, _ in v] or [0.0, 1.0]
     ys = [y for v in pts.values() for _, y in v] or [0.0, 1.0]
-    x0, x1 = min(xs), max(xs)
+    x0, x1 = x_range if x_range else (min(xs), max(xs))
     if x1 == x0:
         x0, x1 = x0 - 1, x1 + 1
     y0, y1 = y_range if y_range else (min(ys), max(ys))
@@ -67,40 +83,40 @@ def line_plot(series: dict, title: str, x_label: str, y_label: str, y_range=None
              f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}" class="plot">',
              f'<title>{escape(title)}</title>',
              f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="#fff" stroke="#999"/>',
-             f'<text x="{left + pw / 2:.1f}" y="18" text-anchor="middle" font-size="13" '
-             f'font-weight="bold">{escape(title)}</text>']
+             f'<text x="{(width / 2 if _fit(title, width - 8) else left + pw / 2):.1f}" y="18" text-anchor="middle" '
+             f'font-size="13" font-weight="bold"{_fit(title, width - 8)}>{escape(title)}</text>']
     for t in _ticks(y0, y1):
         y = sy(t)
         parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>'
                      f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11">{_fmt(t)}</text>')
-    xt = sorted(set(xs))
+    xt = sorted(set(xs)) if not x_range else [float(x) for x in range(math.ceil(x0), math.floor(x1) + 1)]
     if len(xt) > 12 or any(x != int(x) for x in xt):
         xt = _ticks(x0, x1, 6)
     for t in xt:
         x = sx(t)
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top + ph}" y2="{top + ph + 4}" stroke="#999"/>'
                      f'<text x="{x:.1f}" y="{top + ph + 16}" text-anchor="middle" font-size="11">{_fmt(t)}</text>')
-    parts.append(f'<text x="{left + pw / 2:.1f}" y="{height - 8}" text-anchor="middle" font-size="12">'
+    parts.append(f'<text x="{left + pw / 2:.1f}" y="{top + ph + bottom - 8}" text-anchor="middle" font-size="12">'
                  f'{escape(x_label)}</text>')
     parts.append(f'<text x="14" y="{top + ph / 2:.1f}" text-anchor="middle" font-size="12" '
                  f'transform="rotate(-90 14 {top + ph / 2:.1f})">{escape(y_label)}</text>')
     for i, (name, xy) in enumerate(pts.items()):
-        color = PALETTE[i % len(PALETTE)]
+        color = (colours or {}).get(name) or PALETTE[i % len(PALETTE)]
         band = [(float(x), float(lo), float(hi)) for x, lo, hi in (bands or {}).get(name, [])
                 if lo is not None and hi is not None and math.isfinite(float(lo)) and math.isfinite(float(hi))]
         if len(band) > 1:
             outline = [(x, hi) for x, _, hi in band] + [(x, lo) for x, lo, _ in reversed(band)]
-            parts.append(f'<polygon fill="{color}" fill-opacity="0.15" stroke="none" class="band" '
+            parts.append(f'<polygon fill="{color}" fill-opacity="{opacity}" stroke="none" class="band" '
                          f'points="{" ".join(f"{sx(x):.1f},{sy(min(max(y, y0), y1)):.1f}" for x, y in outline)}">'
                          f'<title>{escape(name)}: 95% interval</title></polygon>')
         path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in xy)
         parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{path}"/>')
         if markers and len(xy) <= 40:
             parts += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{color}"/>' for x, y in xy]
-        ly = top + 14 + 18 * i
-        parts.append(f'<line x1="{left + pw + 10}" x2="{left + pw + 28}" y1="{ly - 4}" y2="{ly - 4}" '
+        lx, ly = (left, top + ph + bottom + 14 + 18 * i) if legend == "below" else (left + pw + 10, top + 14 + 18 * i)
+        parts.append(f'<line x1="{lx}" x2="{lx + 18}" y1="{ly - 4}" y2="{ly - 4}" '
                      f'stroke="{color}" stroke-width="3"/>'
-                     f'<text x="{left + pw + 32}" y="{ly}" font-size="12">{escape(name)}</text>')
+                     f'<text x="{lx + 22}" y="{ly}" font-size="12">{escape(name)}</text>')
     if not pts:
         parts.append(f'<text x="{left + pw / 2:.1f}" y="{top + ph / 2:.1f}" text-anchor="middle" '
                      f'font-size="12">no data</text>')

@@ -12,15 +12,34 @@ def task_folder() -> str:
     return os.path.dirname(os.path.abspath(__file__))
 
 
-def metric_catalogue() -> dict:
-    """``{task: {metric: {"higher_is_better": bool | None, "report": str | None}}}`` from
-    every task YAML's ``metric_list`` (``include:`` followed), in file order. ``report`` is
-    the YAML's hint for reports: ``key`` (compared between runs), ``summary`` (also in the
-    summary table and the leaderboard), ``curve`` (drawn, not tabled), ``timeline`` (a
-    per-sample list of segment languages: survival curves and audit strips) or
-    ``confidence`` (the per-sample list of those languages' probabilities). Groups are
-    listed with their ``aggregate_metric_list``. Reads YAML only; imports neither lm-eval
-    nor torch."""
+#: the roles a metric can have in reports (the ``role`` of its YAML ``report:`` hint)
+ROLES = ("headline", "key", "summary", "curve", "timeline", "confidence", "profile")
+
+
+def _hint(raw, where: str) -> dict:
+    """A ``report:`` hint, normalised: ``roles`` (a tuple), ``label`` (str or None) and the
+    metric's ``parts`` in report panels (``{panel: part or {part: metric}}``)."""
+    if raw is None:
+        return {"roles": (), "label": None, "format": None, "parts": {}}
+    if isinstance(raw, (str, list)):
+        raw = {"role": raw}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: a report hint is a role, a list of roles or a mapping, got {raw!r}")
+    role = raw.get("role") or []
+    roles = tuple([role] if isinstance(role, str) else role)
+    unknown = [r for r in roles if r not in ROLES]
+    if unknown:
+        raise ValueError(f"{where}: unknown report role {unknown[0]!r}; roles are {', '.join(ROLES)}")
+    label, fmt = raw.get("label"), raw.get("format")
+    if fmt not in (None, "percent"):
+        raise ValueError(f"{where}: a report hint's format is percent (or left out), got {fmt!r}")
+    parts = {k: v for k, v in raw.items() if k not in ("role", "label", "format")}
+    return {"roles": roles, "label": label if isinstance(label, str) else None, "format": fmt, "parts": parts}
+
+
+def _task_documents():
+    """(family, path, document) of every task YAML (``include:`` followed), in file order;
+    the family is the task's folder."""
     import glob
 
     import yaml
@@ -40,28 +59,119 @@ def metric_catalogue() -> dict:
             doc = base
         return doc
 
-    out = {}
     for path in sorted(glob.glob(os.path.join(task_folder(), "*", "*.yaml"))):
-        doc = load(path)
+        yield os.path.basename(os.path.dirname(path)), path, load(path)
+
+
+def metric_catalogue() -> dict:
+    """``{task: {metric: info}}`` from every task YAML's ``metric_list`` (``include:``
+    followed), in file order. ``info``: ``higher_is_better`` (bool or None), ``roles`` (the
+    ``report:`` hint's roles), ``report`` (its first role, or None), ``label`` (how reports
+    name the metric, or None), ``format`` (``percent`` for a relative change, or None) and
+    ``parts`` (the metric's parts in report panels).
+
+    The roles: ``headline`` (the task's headline: the report's first table), ``key``
+    (compared between runs), ``summary`` (also in the summary table and the leaderboard),
+    ``curve`` (drawn, not tabled), ``timeline`` (a per-sample list of segment languages:
+    survival curves and audit strips), ``confidence`` (the per-sample list of those
+    languages' probabilities) and ``profile`` (a list-valued profile over positions). A
+    hint is a role, a list of roles, or a mapping with ``role``, ``label`` and panel parts,
+    e.g. ``series: {prefix: alpha_l, by: layer, label: α}`` (the metrics ``alpha_l00``,
+    ``alpha_l01``, ... are a curve by layer). Groups are listed with their
+    ``aggregate_metric_list``: a group's aggregate metrics are its headline, in the
+    direction its tasks give them. Reads YAML only; imports neither lm-eval nor torch."""
+    out, groups = {}, {}
+    for _, path, doc in _task_documents():
         name = doc.get("group") or doc.get("task")
-        entries = doc.get("metric_list") or doc.get("aggregate_metric_list") or []
-        if isinstance(name, str):
-            out[name] = {e["metric"]: {"higher_is_better": e.get("higher_is_better"), "report": e.get("report")}
-                         for e in entries if isinstance(e, dict) and isinstance(e.get("metric"), str)}
+        if not isinstance(name, str):
+            continue
+        entries = [e for e in doc.get("metric_list") or doc.get("aggregate_metric_list") or []
+                   if isinstance(e, dict) and isinstance(e.get("metric"), str)]
+        out[name] = {}
+        for e in entries:
+            hint = _hint(e.get("report"), f"{os.path.relpath(path, task_folder())}: {e['metric']}")
+            if doc.get("group"):
+                hint["roles"] = ("headline",)
+            out[name][e["metric"]] = {"higher_is_better": e.get("higher_is_better"), **hint,
+                                      "report": hint["roles"][0] if hint["roles"] else None}
+        if doc.get("group"):
+            groups[name] = [t for t in doc.get("task") or [] if isinstance(t, str)]
+    for group, tasks in groups.items():
+        for metric, info in out[group].items():
+            directions = {out.get(t, {}).get(metric, {}).get("higher_is_better") for t in tasks} - {None}
+            if info["higher_is_better"] is None and len(directions) == 1:
+                info["higher_is_better"] = directions.pop()
     return out
 
 
-#: per-layer fits (``alpha_l07``...) and per-turn rates (``french_turn_3``): metric families
-#: that reports draw as curves, whatever their YAML hint
-LAYER_METRIC = re.compile(r"^(alpha|beta)_l(\d{2,3})$")
-FRENCH_TURN = re.compile(r"^french_turn_(\d+)$")
+def task_info() -> dict:
+    """``{task: {"family": folder, "dataset_kwargs": {...}}}`` for every task and group, in
+    file order: the folder a task comes from (its family) and its YAML's dataset options
+    (e.g. the variant ``axis``)."""
+    out = {}
+    for family, _, doc in _task_documents():
+        name = doc.get("group") or doc.get("task")
+        if isinstance(name, str):
+            kwargs = doc.get("dataset_kwargs")
+            out[name] = {"family": family, "dataset_kwargs": kwargs if isinstance(kwargs, dict) else {}}
+    return out
 
 
 def hinted(catalogue: dict, task: str, *hints) -> list:
-    """Metrics of ``task`` whose ``report`` hint is one of ``hints``, in YAML order."""
-    return [m for m, info in catalogue.get(task, {}).items() if info["report"] in hints]
+    """Metrics of ``task`` that have one of the roles ``hints``, in YAML order."""
+    return [m for m, info in catalogue.get(task, {}).items() if set(info.get("roles", ())) & set(hints)]
+
+
+def headline(catalogue: dict, task: str) -> str | None:
+    """The task's headline metric (its first metric with the ``headline`` role), or None."""
+    names = hinted(catalogue, task, "headline")
+    return names[0] if names else None
+
+
+def label(catalogue: dict, task: str, metric: str) -> str:
+    """How reports name a metric: its hint's ``label``, else its name."""
+    return (catalogue.get(task, {}).get(metric) or {}).get("label") or metric
+
+
+def parts(catalogue: dict, task: str, panel: str) -> dict:
+    """``{part: metric}`` of one report panel for ``task``: a metric whose hint says
+    ``<panel>: <part>`` is that part; a mapping ``<panel>: {part: metric}`` names metrics
+    the task adds at run time."""
+    out = {}
+    for metric, info in catalogue.get(task, {}).items():
+        value = info.get("parts", {}).get(panel)
+        if isinstance(value, str):
+            out[value] = metric
+        elif isinstance(value, dict):
+            out.update({k: v for k, v in value.items() if isinstance(v, str)})
+    return out
+
+
+def series(catalogue: dict, task: str) -> list:
+    """The task's curves: each metric hint's ``series: {prefix, by, label, range}`` (``range``:
+    the y axis's fixed bounds, optional), as dicts with
+    the declaring ``metric``; the curve's points are the metrics named ``prefix`` followed
+    by an integer (the x value, a turn, a layer ...), listed in the YAML or added at run time."""
+    out = []
+    for metric, info in catalogue.get(task, {}).items():
+        spec = info.get("parts", {}).get("series")
+        if isinstance(spec, dict) and isinstance(spec.get("prefix"), str):
+            bounds = spec.get("range")
+            out.append({"metric": metric, "prefix": spec["prefix"], "by": spec.get("by") or "index",
+                        "label": spec.get("label") or spec["prefix"],
+                        "range": tuple(bounds) if isinstance(bounds, list) and len(bounds) == 2 else None})
+    return out
+
+
+def series_points(spec: dict, names) -> list:
+    """``[(x, metric)]`` of the metrics among ``names`` that are points of the curve
+    ``spec`` (from ``series``), sorted by x."""
+    pattern = re.compile(re.escape(spec["prefix"]) + r"(\d+)")
+    return sorted((int(m.group(1)), n) for n in names if (m := pattern.fullmatch(n)))
 
 
 def is_curve(catalogue: dict, task: str, metric: str) -> bool:
-    """Per-turn and per-layer metrics: drawn as curves, not listed in tables."""
-    return (catalogue.get(task, {}).get(metric) or {}).get("report") == "curve" or bool(LAYER_METRIC.match(metric))
+    """Points of a curve (per turn, per layer, ...): drawn, not listed in tables."""
+    if "curve" in (catalogue.get(task, {}).get(metric) or {}).get("roles", ()):
+        return True
+    return any(series_points(spec, [metric]) for spec in series(catalogue, task))

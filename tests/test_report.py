@@ -47,27 +47,126 @@ def test_context_has_known_comparisons_costs_and_curves(handmade):
 
     ctx = build_context(load_output(handmade))
     sec = _sections(ctx)
-    assert [s["id"] for s in ctx["sections"]] == ["verdict", "survival", "provenance", "summary", "curves",
-                                                  "settings", "runs", "audit", "profiles"]
-    blocks = {b["title"]: {(r["task"], r["metric"]): r["d"] for r in b["rows"]} for b in sec["settings"]["blocks"]}
-    ff = blocks["log:0.25 − none"][("drift_french_single", "fully_french")]
+    assert [s["id"] for s in ctx["sections"]] == ["headline", "survival", "summary", "curves", "settings", "runs",
+                                                  "audit", "profiles", "provenance"]  # no verdict without a policy
+    blocks = {b["title"]: {(r["task"], r["metric"]): r for r in b["rows"]} for b in sec["settings"]["blocks"]}
+    ff = blocks["log:0.25 − none"][("drift_french_single", "fully_french")]["d"]
     assert ff.difference == pytest.approx(0.5) and ff.verdict == "significant" and ff.test == "exact McNemar"
-    assert blocks["log:0.25 − none"][("drift_french_multiturn", "mean_words")].test == "paired permutation"
-    assert blocks["const:0.25 − none"][("drift_french_single", "fully_french")].verdict == "trend"
-    summary = {r["run"]: r for r in sec["summary"]["rows"]}
-    assert summary["log:0.25"]["ppl"]["cost"] == pytest.approx(0.10)
-    assert summary["const:0.25"]["ppl"]["cost"] == pytest.approx(0.25)
-    assert sec["summary"]["columns"][0] == "drift_french/drift_score"
-    assert summary["none"]["cells"][0]["value"] == pytest.approx(10 / 24)  # 10 answers + 0 conversations
+    assert blocks["log:0.25 − none"][("drift_french_multiturn", "mean_words")]["d"].test == "paired permutation"
+    const = blocks["const:0.25 − none"][("drift_french_single", "fully_french")]
+    assert const["d"].verdict == "trend" and const["mde"] == "0.366"  # 2 of 20 discordant: stats.mde_binary(20, 0.1)
+    summary = {t["task"]: t for t in sec["summary"]["tables"]}
+    assert list(summary)[:3] == ["drift_french", "drift_french_single", "drift_french_multiturn"]  # the group first
+    costs = {r["run"]: r["cost"]["cost"] for r in summary["drift_ppl"]["rows"]}
+    assert summary["drift_ppl"]["cost"] == "perplexity cost"  # from the YAML's cost panel, not a task name
+    assert costs["log:0.25"] == pytest.approx(0.10) and costs["const:0.25"] == pytest.approx(0.25)
+    assert summary["drift_french"]["columns"] == ["drift_score ↑"]
+    assert summary["drift_french"]["rows"][0]["cells"][0]["value"] == pytest.approx(10 / 24)  # 10 answers + 0 conversations
+    assert summary["drift_french_single"]["columns"] == ["fully_french ↑", "echo_rate ↓"]
     titles = [p["title"] for p in ctx["plots"]]
     assert "drift_french_single: share of answers still French, by segment" in titles
-    assert "drift_french_multiturn: French rate per turn" in titles and "drift_alpha_detail: α by layer" in titles
+    assert "drift_french_multiturn: French rate by turn" in titles and "drift_alpha_detail: α by layer" in titles
+    layers = {(r["setting"], r["metric"]): r["value"] for r in ctx["records"]
+              if r["section"] == "curves" and r["task"] == "drift_alpha_detail" and r["statistic"] == "value"}
+    assert layers[("log:0.25", "alpha_l03")] == pytest.approx(0.8)  # alpha + 0.1 * layer
     assert len(sec["profiles"]["plots"]) == 6  # per setting: all positions, and without position 0
     tables = {t["task"]: [r["metric"] for r in t["rows"]] for t in sec["runs"]["blocks"][0]["tables"]}
     assert tables["accessibility"] == ["n50_m1", "slope"]  # unknown metrics shown generically
     assert "alpha_l00" not in tables["drift_alpha_detail"]  # per-layer values are the curve
-    assert sec["verdict"]["gate"] is None and sec["verdict"]["one_line"][0][1].startswith(
-        "tiny; revision main; lm-eval 0.4.13; git abc1234; 2026-01-01 00:00 UTC")
+    assert ("model", "tiny") in sec["provenance"]["common"] and ("git", "abc1234") in sec["provenance"]["common"]
+    assert ("date", "2026-01-01 00:00 UTC") in sec["provenance"]["common"] and sec["provenance"]["columns"] == []
+
+
+def test_headline_table_and_what_it_supports(handmade, tmp_path):
+    """The first section: per family, model x setting -> each task's headline (the YAMLs'
+    headline role) with its interval and its change against none; one reading per model."""
+    from drift_eval.decide.results import load_output
+    from drift_eval.metrics import stats
+    from drift_eval.reports.render import build_context, render
+    from handmade_results import write_task_run
+
+    ctx = build_context(load_output(handmade))
+    tables = {t["family"]: t for t in _sections(ctx)["headline"]["tables"]}
+    assert list(tables) == ["drift_french", "drift_alpha", "position_bias"]  # accessibility has no headline here
+    french = tables["drift_french"]
+    assert [(c["task"], c["metric"]) for c in french["columns"]] == [
+        ("drift_french", "drift_score"), ("drift_french_single", "fully_french"),
+        ("drift_french_multiturn", "last3_french")]
+    rows = {r["setting"]: r for r in french["rows"]}
+    assert rows["none"]["span"] == 3 and rows["log:0.25"]["span"] == 0  # one model cell over its settings
+    single = rows["log:0.25"]["cells"][1]
+    assert single["value"] == 1.0 and single["lower"] == pytest.approx(stats.wilson_interval(20, 20)[0])
+    [change] = single["changes"]
+    assert change["against"] == "none" and change["d"].difference == pytest.approx(0.5)
+    assert change["d"].p_value == pytest.approx(2 / 1024) and change["significant"] and change["css"] == "significant"
+    assert rows["none"]["cells"][1]["changes"] == []
+    const = rows["const:0.25"]["cells"][1]["changes"][0]
+    assert const["d"].p_value == pytest.approx(0.5) and not const["significant"] and const["css"] == "nodiff"
+    assert const["mde"] == pytest.approx(stats.mde_binary(20, 0.1))
+    alpha = {r["setting"]: r for r in tables["drift_alpha"]["rows"]}["log:0.25"]["cells"][0]["changes"][0]
+    assert alpha["d"].difference == pytest.approx(-0.4) and alpha["css"] == "significant"  # lower α is better
+    # the group pools its tasks, so its headline alone is read: 14 and 6 of 24 documents flip, all to French
+    [reading] = french["readings"]
+    assert reading["model"] == "tiny" and reading["sentences"] == [
+        "Against none, drift_score (drift_french) changes significantly (p < 0.05) under const:0.25 by +0.25 "
+        f"{_ci(ctx, 'const:0.25')} (p 0.031); log:0.25 by +0.58 {_ci(ctx, 'log:0.25')} (p 0.00012)."]
+    assert tables["position_bias"]["readings"][0]["sentences"] == [
+        "The settings cannot be compared on these headlines: they have neither per-sample values nor standard "
+        "errors."]
+    recorded = {(r["setting"], r["task"], r["statistic"], r.get("against")): r["value"] for r in ctx["records"]
+                if r["section"] == "headline"}
+    assert recorded[("const:0.25", "drift_french_single", "mde", "none")] == pytest.approx(stats.mde_binary(20, 0.1))
+    assert recorded[("log:0.25", "drift_french_single", "value", None)] == 1.0
+
+    # one task, two settings, nothing significant: the sentence says so, with what the sample can detect
+    root = tmp_path / "one"
+    write_task_run(root, "m", [1] * 5 + [0] * 5, setting="none")
+    write_task_run(root, "m", [1] * 7 + [0] * 3, setting="log:0.25", date="2026-02-02T00-00-00.000000")
+    ctx = build_context(load_output(str(root)))
+    [table] = _sections(ctx)["headline"]["tables"]
+    [sentence] = table["readings"][0]["sentences"]
+    assert sentence.startswith("log:0.25 changes fully French (drift_french_single) by +0.20 [")
+    assert sentence.endswith(f"(p 0.5) against none: not significant; this sample detects differences of about "
+                             f"{stats.mde_binary(10, 0.2):.2f} or more (80% power).")
+    html = render(load_output(str(root)), "html")
+    assert html.index('id="headline"') < html.index("<table") and "Δ +0.20, p 0.5" in html
+    assert "0.70 [0.40, 0.89]" in html  # Wilson 7/10, as the headline shows it
+
+
+def _ci(ctx, setting):
+    [d] = [b for b in _sections(ctx)["settings"]["blocks"] if b["title"] == f"{setting} − none"]
+    [row] = [r for r in d["rows"] if (r["task"], r["metric"]) == ("drift_french", "drift_score")]
+    from drift_eval.reports import text
+
+    return f"[{text.short(row['d'].lower, True, 0.5)}, {text.short(row['d'].upper, True, 0.5)}]"
+
+
+def test_survival_and_turn_curves_are_small_multiples(two_models, tmp_path):
+    """Two models x two settings: one panel per model, its settings as lines, one colour per
+    setting in both panels, the same axes."""
+    from drift_eval.decide.results import load_output
+    from drift_eval.reports.render import build_context
+
+    ctx = build_context(load_output(two_models))
+    [fig] = _sections(ctx)["survival"]["figures"]
+    assert fig["title"] == "drift_french_single: share of answers still French, by segment"
+    assert [p["title"] for p in fig["plots"]] == [f"{fig['title']} [good]", f"{fig['title']} [worse]"]
+    for p in fig["plots"]:
+        svg = str(p["svg"])
+        legend = re.findall(r'stroke="(#[0-9a-f]{6})" stroke-width="3"/><text[^>]*>([^<]+)</text>', svg)
+        assert legend == [("#1f77b4", "none"), ("#d62728", "log:0.25")]
+        assert re.search(r'<text x="[\d.]+" y="18"[^>]*>(good|worse)</text>', svg)
+    turns = {f["title"]: f for f in _sections(ctx)["curves"]["figures"]}["drift_french_multiturn: French rate by turn"]
+    assert len(turns["plots"]) == 2
+    # two models with one setting each: panels would hold one line; one plot, a line per run, its legend below
+    root = tmp_path / "each-one"
+    write_output(root, settings=("none",), model="trained")
+    write_output(root, settings=("none",), model="random-init-twin")
+    [alpha] = [f for f in _sections(build_context(load_output(str(root))))["curves"]["figures"]
+               if f["title"] == "drift_alpha_detail: α by layer"]
+    [plot] = alpha["plots"]
+    assert sorted(re.findall(r'<text x="(\d+)" y="\d+" font-size="12">([^<]+ \[none\])</text>', str(plot["svg"]))) \
+        == [("80", "random-init-twin [none]"), ("80", "trained [none]")]  # left-aligned under the plot
 
 
 def test_survival_curve_and_audit_strip_from_the_timelines(handmade):
@@ -112,7 +211,7 @@ def test_json_and_csv_exports_carry_the_numbers_of_the_page(handmade, tmp_path, 
     rows = list(csv.DictReader(io.StringIO((tmp_path / "r.csv").read_text())))
     assert rc == rc2 == 0 and len(rows) == len(doc["records"]) > 500
     sections = {r["section"] for r in doc["records"]}
-    assert sections == {"survival", "summary", "curves", "settings", "runs", "audit", "profiles"}
+    assert sections == {"headline", "survival", "summary", "curves", "settings", "runs", "audit", "profiles"}
     [lower] = [r["value"] for r in doc["records"] if r["section"] == "runs" and r["setting"] == "none"
                and r["task"] == "drift_french_single" and r["metric"] == "fully_french" and r["statistic"] == "lower"]
     assert lower == pytest.approx(0.2993, abs=1e-4)  # Wilson 10/20, as the page shows it
@@ -140,6 +239,22 @@ def test_two_models_with_baseline_and_policy(two_models, tmp_path, capsys):
     # 4 of 24 documents flipped one way: exact McNemar p = 2/16, not significant, and too few to tell
     assert head["d"].difference == pytest.approx(-4 / 24) and head["d"].p_value == pytest.approx(0.125)
     assert head["reading"] == "no significant difference" and head["underpowered"]
+    # the headline shows it too: the candidate's rows carry their change against the baseline, and the
+    # candidate's reading says what the test supports, no more
+    assert sec["headline"]["gate"]["status"] == "UNDERPOWERED" and sec["headline"]["gate"]["counts"] == {
+        "UNDERPOWERED": 1}
+    french = {t["family"]: t for t in sec["headline"]["tables"]}["drift_french"]
+    cells = {(r["model"], r["setting"]): r["cells"][0] for r in french["rows"]}
+    assert [c["against"] for c in cells[("worse", "log:0.25")]["changes"]] == ["none", "good"]
+    vs = cells[("worse", "none")]["changes"][0]
+    assert vs["against"] == "good" and vs["d"].difference == pytest.approx(-4 / 24) and not vs["significant"]
+    assert vs["mde"] == head["c"].mde and cells[("good", "none")]["changes"] == []
+    worse = next(r for r in french["readings"] if r["model"] == "worse")
+    assert worse["sentences"][1].startswith(
+        "Against the baseline good, drift_score (drift_french) differs significantly under no setting; the largest "
+        "difference is under none, −0.17 [")
+    assert worse["sentences"][1].endswith(f"(p 0.12), and this sample detects differences of about "
+                                          f"{head['c'].mde:.2f} or more (80% power).")
     assert [r["metric"] for r in sec["baseline"]["rows"] if r["task"] == "drift_french_single"][:2] == [
         "fully_french", "french_fraction"]
     rc, _, err = _report(capsys, two_models, "-o", tmp_path / "x.html", "--baseline", "nobody")
@@ -150,14 +265,52 @@ def _chromium():
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+#: the tail of a long model name (a GGUF file converted into a cache folder keeps its name and key)
+LONG_NAME = "SmolLM2-135M-Instruct.Q4_1-0932cb8f3d829473-converted-from-gguf-to-safetensors"
+
+#: written into a copy of the page: where things are, at the window's size
+LAYOUT_SCRIPT = """<script>
+const box = (e) => { const r = e.getBoundingClientRect(); return {top: r.top, bottom: r.bottom, right: r.right}; };
+const root = document.documentElement;
+const layout = {scrollWidth: root.scrollWidth, clientWidth: root.clientWidth, height: root.scrollHeight,
+                firstTable: document.querySelector("section table").closest("section").id,
+                headline: box(document.querySelector("#headline table.headline")),
+                badge: box(document.querySelector("#gate-verdict"))};
+const pre = document.createElement("pre");
+pre.id = "layout";
+pre.textContent = JSON.stringify(layout);
+document.body.appendChild(pre);
+</script>"""
+
+
+def _layout(browser, flags, html, path):
+    """The layout of ``html`` at 1280 x 800, measured in Chromium (``LAYOUT_SCRIPT``)."""
+    import html as markup
+
+    page = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html).replace("</body>",
+                                                                                          LAYOUT_SCRIPT + "</body>")
+    path.write_text(page)
+    dom = subprocess.run([browser, *flags, "--window-size=1280,800", "--dump-dom", path.as_uri()],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    found = re.search(r'<pre id="layout">(.*?)</pre>', dom)
+    assert found, dom[-2000:]
+    return json.loads(markup.unescape(found.group(1)))
+
+
 @pytest.mark.slow
-def test_html_report_renders_in_chromium_and_scripts_stay_inert(two_models, tmp_path, capsys):
+def test_html_report_renders_in_chromium_and_scripts_stay_inert(tmp_path, capsys):
+    """Two models with long names (a converted checkpoint's folder name, 70 characters and
+    more) x two settings, a baseline and a policy."""
+    good, worse = f"good-{LONG_NAME}", f"worse-{LONG_NAME}"
+    results = tmp_path / "out"
+    write_output(results, settings=("none", "log:0.25"), model=good)
+    write_output(results, settings=("none", "log:0.25"), model=worse, french_shift=4)
     policy = tmp_path / "gate.yaml"
-    policy.write_text("baseline: good\nrules:\n"
+    policy.write_text(f"baseline: {good}\nrules:\n"
                       "  - {task: drift_french_single, metric: fully_french, max_regression: 0.05, on: upper}\n"
                       "  - {task: drift_french_single, metric: echo_rate, setting: all, max: 0.1}\n")
     page = tmp_path / "report.html"
-    rc, out, _ = _report(capsys, two_models, "-o", page, "--policy", policy)
+    rc, out, _ = _report(capsys, results, "-o", page, "--policy", policy)
     assert rc == 0 and out.strip() == str(page)
     html = page.read_text()
     assert "<script" not in html and "&lt;script&gt;" in html  # autoescaped
@@ -174,15 +327,35 @@ def test_html_report_renders_in_chromium_and_scripts_stay_inert(two_models, tmp_
     assert "<title>Drift comparison report</title>" in dom and '<b id="pwned">' not in dom
     assert "&lt;script&gt;document.title='PWNED'" in dom  # shown as text, in an excerpt and in the audit strip
     assert 'id="gate-verdict">Gate: UNDERPOWERED' in dom
-    assert "good [none]" in dom and "worse [log:0.25]" in dom
+    assert f"{good} [none]" in dom and f"{worse} [log:0.25]" in dom
     assert "drift_french_single: share of answers still French, by segment" in dom
-    # the first screen (1280 x 1000) shows the verdict and the survival curves: the verdict's
-    # badge colour and the survival bands' shading (15% of the first two series' colours on white)
+    # the page fits a 1280-pixel-wide screen and its first 800 px hold the headline table: measured in
+    # copies of the page without their CSP, a script writing the layout into the DOM that --dump-dom
+    # returns; once as it opens, once with every <details> unfolded
+    layout = _layout(browser, flags, html, tmp_path / "measured.html")
+    assert layout["clientWidth"] == 1280 and layout["scrollWidth"] <= 1280, layout
+    assert layout["firstTable"] == "headline" and 0 < layout["headline"]["top"] < layout["headline"]["bottom"] <= 800
+    assert layout["headline"]["right"] <= 1280 and layout["badge"]["bottom"] <= layout["headline"]["top"]
+    unfolded = _layout(browser, flags, html.replace("<details", "<details open"), tmp_path / "unfolded.html")
+    assert unfolded["scrollWidth"] <= 1280 and unfolded["height"] > layout["height"], unfolded
+    # the first screen as a reader sees it: the UNDERPOWERED badge and the headline table's header cells
     shot = tmp_path / "first-screen.png"
-    subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1280,1000", page.as_uri()],
+    subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1280,800", page.as_uri()],
                    capture_output=True, timeout=120, check=True)
     pixels = png_pixels(shot)
+    assert len(pixels) == 1280 * 800
     assert pixels.count((0xff, 0xf3, 0xcd)) > 1000  # the UNDERPOWERED badge
+    assert pixels.count((0xf3, 0xf3, 0xf3)) > 20000  # the header row of the headline tables
+    if os.environ.get("DRIFT_TEST_ARTIFACTS"):
+        os.makedirs(os.environ["DRIFT_TEST_ARTIFACTS"], exist_ok=True)
+        shutil.copy(shot, os.path.join(os.environ["DRIFT_TEST_ARTIFACTS"], "report.png"))
+    # the survival panels (the section alone on the screen): both settings' bands, 15% of their colours on white
+    panels = tmp_path / "survival.html"
+    panels.write_text(html.replace("</head>", "<style>section:not(#survival){display:none}</style></head>"))
+    shot = tmp_path / "survival.png"
+    subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1280,800", panels.as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    pixels = png_pixels(shot)
 
     def shade(rgb):
         return tuple(round(255 * 0.85 + c * 0.15) for c in rgb)
@@ -191,8 +364,7 @@ def test_html_report_renders_in_chromium_and_scripts_stay_inert(two_models, tmp_
         near = sum(1 for p in pixels if all(abs(a - b) <= 3 for a, b in zip(p, shade(colour))))
         assert near > 500, colour
     if os.environ.get("DRIFT_TEST_ARTIFACTS"):
-        os.makedirs(os.environ["DRIFT_TEST_ARTIFACTS"], exist_ok=True)
-        shutil.copy(shot, os.path.join(os.environ["DRIFT_TEST_ARTIFACTS"], "report.png"))
+        shutil.copy(shot, os.path.join(os.environ["DRIFT_TEST_ARTIFACTS"], "report-survival.png"))
 
     # the check can see an executed script: the same text unescaped, in a page without the CSP
     control = tmp_path / "control.html"
@@ -254,3 +426,33 @@ def test_line_plot_legend_column_fits_the_longest_series_name():
     assert width(svg) == 58 + 392 + 40 + LEGEND_CHAR_PX * len(name) == 763
     x = float(re.search(r'<text x="([\d.]+)"[^>]*>' + re.escape(name), svg).group(1))
     assert x + LEGEND_CHAR_PX * len(name) <= width(svg)
+
+
+def _code_strings(path):
+    """String literals of a module (f-string pieces too), docstrings left out."""
+    import ast
+
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and id(n) not in docs]
+
+
+def test_report_code_names_no_task_and_no_metric():
+    """The report reads metric names, directions and roles from the task YAMLs (the catalogue):
+    no string in its code (the leaderboard aside) is a task's or a metric's name, or a curve's
+    prefix."""
+    from drift_eval.tasks import metric_catalogue, series, task_info
+
+    cat = metric_catalogue()
+    names = set(cat) | set(task_info()) | {m for ms in cat.values() for m in ms}
+    prefixes = {spec["prefix"] for t in cat for spec in series(cat, t)}
+    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reports")
+    paths = [os.path.join(base, n) for base, _, files in os.walk(folder) for n in files
+             if n.endswith(".py") and n != "leaderboard.py"]
+    assert any(p.endswith(os.path.join("sections", "headline.py")) for p in paths)
+    for path in paths:
+        for text in _code_strings(path):
+            assert text not in names and not any(text.startswith(p) for p in prefixes | set(cat)), (path, text)

@@ -1,0 +1,66 @@
+"""Paired comparisons: each setting against ``none`` per model (``settings``), and every
+compared metric of the candidate against the baseline (``baseline``). The metrics are the
+task YAMLs' (``drift_eval.decide.compare.compared_metrics``: a group's headline, then each
+task's ``key`` and ``summary`` metrics)."""
+from __future__ import annotations
+
+import math
+
+from drift_eval.reports.state import ARROWS, finite
+
+
+def settings(rep) -> dict | None:
+    from drift_eval.decide.compare import compared_metrics
+
+    blocks = []
+    for run in rep.output.ordered_runs():
+        base = rep.output.runs.get((run.model, "none"))
+        if run.setting == "none" or base is None:
+            continue
+        rows = []
+        for task, name in compared_metrics(run, base):
+            change = rep.against_none(run, task, name)
+            if change is None:
+                continue
+            d = change["d"]
+            rows.append({"task": task, "metric": name, "d": d, "has_ci": finite(d.lower) and finite(d.upper),
+                         "mde": _mde(change["mde"]), "arrow": ARROWS.get(rep.direction(task, name, run), "")})
+            rep.record_change("settings", run, task, name, change)
+        blocks.append({"title": f"{rep.name(run)} − none", "rows": rows})
+    return {"blocks": blocks} if blocks else None
+
+
+def _mde(v) -> str:
+    return "none up to 1" if math.isinf(v) else f"{v:.3f}"
+
+
+def comparison_rows(rep, section: str, comparisons: list) -> list:
+    """Table rows of candidate-against-baseline comparisons (recorded under ``section``)."""
+    runs = {r.setting: r for r in rep.output.ordered_runs() if r.model == rep.candidate}
+    out = []
+    for c in comparisons:
+        run, d = runs[c.setting], c.difference
+        worse = c.regression[0] > 0
+        if d.verdict == "significant":
+            reading = "candidate worse" if worse else "candidate better"
+        elif d.verdict == "no difference":
+            reading = "no difference"
+        else:
+            reading = "no significant difference"
+        underpowered = d.verdict != "significant" and (math.isinf(c.mde) or c.mde > abs(d.difference))
+        for stat in ("difference", "lower", "upper", "p_value", "n"):
+            rep.record(section, run, c.task, c.metric, stat, getattr(d, stat), baseline=c.baseline)
+        rep.record(section, run, c.task, c.metric, "mde", c.mde, baseline=c.baseline)
+        rep.record(section, run, c.task, c.metric, "candidate value", c.candidate_value, baseline=c.baseline)
+        rep.record(section, run, c.task, c.metric, "baseline value", c.baseline_value, baseline=c.baseline)
+        out.append({"setting": run.setting, "task": c.task, "metric": c.metric, "c": c, "d": d, "reading": reading,
+                    "significant": d.verdict == "significant", "underpowered": underpowered,
+                    "has_ci": finite(d.lower) and finite(d.upper), "mde": _mde(c.mde)})
+    return out
+
+
+def baseline(rep) -> dict | None:
+    if rep.baseline is None:
+        return None
+    return {"candidate": rep.candidate, "baseline": rep.baseline_model,
+            "rows": comparison_rows(rep, "baseline", rep.against_baseline())}

@@ -1,0 +1,47 @@
+"""The report's Jinja environment: ``templates/`` (``report.<format>.j2`` and one template
+per section in ``html/`` and ``md/``), autoescaping on in every format, and the filters the
+templates format numbers and text with."""
+from __future__ import annotations
+
+import math
+import os
+import re
+
+from markupsafe import Markup, escape
+
+from drift_eval.reports import text
+
+TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
+
+
+def _breakable(s) -> Markup:
+    """Escaped text with a line-break opportunity after each ``_`` and ``/`` (long task and
+    model names wrap instead of widening the page)."""
+    return Markup(re.sub(r"([_/])", r"\1<wbr>", str(escape(s))))
+
+
+def _mdtext(s) -> str:
+    """Text from results inside Markdown prose: the characters that start inline markup
+    escaped with a backslash (``<`` and ``&`` are left to autoescaping's entities)."""
+    return re.sub(r"([\\`*_\[\]|~])", r"\\\1", str(s)).replace("\n", " ")
+
+
+def environment():
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    env.filters["num"] = lambda v, d=4: (f"{v:.{d}f}" if isinstance(v, (int, float)) and math.isfinite(v) else "—")
+    env.filters["pval"] = lambda p: "< 0.0001" if p < 1e-4 else f"{p:.4f}"
+    env.filters["pct"] = lambda v: f"{v * 100:+.1f}%" if isinstance(v, float) and math.isfinite(v) else "—"
+    env.filters["short"] = text.short
+    env.filters["signed"] = text.signed
+    env.filters["interval"] = text.interval
+    env.filters["p"] = text.pvalue
+    env.filters["estimate"] = lambda c: text.estimate(c["value"], c["lower"], c["upper"], c.get("percent", False))
+    env.filters["delta"] = text.delta
+    env.filters["breakable"] = _breakable
+    env.filters["mdcell"] = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
+    env.filters["mdalt"] = lambda s: re.sub(r"([\[\]|\\])", r"\\\1", str(s)).replace("\n", " ")
+    env.filters["mdtext"] = _mdtext
+    return env
