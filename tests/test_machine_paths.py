@@ -68,9 +68,6 @@ def test_no_committed_file_under_docs_or_benchmarks_names_a_machine_folder():
     assert _findings(paths) == []
 
 
-@pytest.mark.xfail(strict=True, reason="docs/results/report.html, report.md and report-plots/ are rebuilt from the "
-                                       "relabelled folders (docs/results/README.md); once they are, this passes: "
-                                       "remove this mark")
 def test_the_committed_report_names_no_machine_folder():
     assert _findings([p for p in _tracked() if p.startswith(REBUILT)]) == []
 
