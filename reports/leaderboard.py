@@ -9,7 +9,12 @@ words), the per-turn French rate (first and last turn), and α (the median over 
 
 Rows are ranked by the headline: a row's rank is 1 + the number of rows whose interval
 lies entirely above its own, so rows whose intervals overlap share a rank and are marked
-tied. Rows without the headline come last, unranked.
+tied. Rows without the headline come last, unranked. A run whose forced-length tasks were
+not forced (unforced on purpose, or a backend that forced only some answers) did not run
+the same test: its ``answers`` column says so, and rows are ranked only against rows whose
+answers were made alike.
+
+Names and labels from results files are inert in every format (``drift_eval.inert``).
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import math
 import os
 import statistics
 
+from drift_eval import inert
 from drift_eval.decide.results import load_output
 from drift_eval.errors import DriftUsageError
 from drift_eval.tasks import hinted, metric_catalogue, series, series_points
@@ -61,15 +67,30 @@ def _alpha(run) -> float | None:
     return statistics.median(values) if values else None
 
 
+def _answers(run) -> tuple[tuple, str]:
+    """(how the run's forced-length tasks' answers were made, as a key; the same in words:
+    ``forced``, or each task that was not, with how; ``—`` without such tasks)."""
+    made = sorted((t, tr.length) for t, tr in run.tasks.items()
+                  if tr.length is not None and (tr.length.kind != "unforced" or tr.length.on_purpose))
+    key = tuple((t, length.kind) for t, length in made)
+    if not made:
+        return key, "—"
+    if all(length.kind == "forced" for _, length in made):
+        return key, "forced"
+    return key, "; ".join(f"{t}: {length}" for t, length in made if length.kind != "forced")
+
+
 def rows(output) -> tuple[list, list]:
-    """(columns, rows): rows ranked, each with ``rank`` and ``tied``."""
+    """(columns, rows): rows ranked, each with ``rank`` and ``tied``, against the rows whose
+    answers were made alike."""
     cols = columns(output)
     cat = metric_catalogue()
     out = []
     for run in output.ordered_runs():
         cells = {f"{t}/{m}": _cell(output, run, t, m) for t, m, _ in cols}
-        out.append({"model": run.model, "setting": run.setting, "cells": cells, "per_turn": _per_turn(run, cat),
-                    "alpha_median": _alpha(run)})
+        key, answers = _answers(run)
+        out.append({"model": run.model, "setting": run.setting, "answers": answers, "answers_key": key,
+                    "cells": cells, "per_turn": _per_turn(run, cat), "alpha_median": _alpha(run)})
     head = next((f"{t}/{m}" for t, m, h in cols if h), None)
 
     def bounds(row):
@@ -81,10 +102,13 @@ def rows(output) -> tuple[list, list]:
 
     for row in out:
         b = bounds(row)
-        row["rank"] = None if b is None else 1 + sum(1 for o in out if bounds(o) and bounds(o)[0] > b[1])
+        alike = [o for o in out if o["answers_key"] == row["answers_key"]]
+        row["rank"] = None if b is None else 1 + sum(1 for o in alike if bounds(o) and bounds(o)[0] > b[1])
     for row in out:
-        row["tied"] = row["rank"] is not None and sum(o["rank"] == row["rank"] for o in out) > 1
-    out.sort(key=lambda r: (r["rank"] is None, r["rank"] or 0,
+        row["tied"] = row["rank"] is not None and sum(
+            o["rank"] == row["rank"] and o["answers_key"] == row["answers_key"] for o in out) > 1
+    keys = list(dict.fromkeys(r["answers_key"] for r in out))
+    out.sort(key=lambda r: (keys.index(r["answers_key"]), r["rank"] is None, r["rank"] or 0,
                             -(r["cells"][head]["value"] if head and r["cells"].get(head) else 0)))
     return cols, out
 
@@ -98,23 +122,21 @@ def _fmt(c, d=3) -> str:
 
 def markdown(output) -> str:
     cols, rs = rows(output)
-    head = ["rank", "model", "setting", *[f"{t}/{m}" for t, m, _ in cols], "French per turn (first → last)",
-            "α median"]
+    head = ["rank", "model", "setting", "answers", *[f"{t}/{m}" for t, m, _ in cols],
+            "French per turn (first → last)", "α median"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rs:
         rank = "—" if r["rank"] is None else f"{r['rank']}{'=' if r['tied'] else ''}"
         turn = "—" if r["per_turn"] is None else f"{r['per_turn']['first']:.3f} → {r['per_turn']['last']:.3f}"
         alpha = "—" if r["alpha_median"] is None else f"{r['alpha_median']:.3f}"
         cells = [_fmt(r["cells"][f"{t}/{m}"]) for t, m, _ in cols]
-        lines.append("| " + " | ".join(_md(x) for x in [rank, r["model"], r["setting"], *cells, turn, alpha]) + " |")
+        named = [inert.markdown(x, cell=True) for x in (r["model"], r["setting"], r["answers"])]
+        lines.append("| " + " | ".join([rank, *named, *cells, turn, alpha]) + " |")
     note = ("Ranked by the headline's 95% interval: rows that share a rank (marked =) overlap and are tied. "
+            "Rows are ranked only against rows whose answers were made alike (the answers column). "
             "Intervals: Wilson for 0/1 per-sample values, a bootstrap of the mean otherwise, ±1.96·stderr without "
             "logged samples.")
     return "\n".join(["# Drift leaderboard", "", *lines, "", note, ""])
-
-
-def _md(text) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def records(output) -> list:
@@ -122,7 +144,8 @@ def records(output) -> list:
     cols, rs = rows(output)
     out = []
     for r in rs:
-        rec = {"rank": r["rank"], "tied": r["tied"], "model": r["model"], "setting": r["setting"]}
+        rec = {"rank": r["rank"], "tied": r["tied"], "model": r["model"], "setting": r["setting"],
+               "answers": r["answers"]}
         for t, m, _ in cols:
             c = r["cells"][f"{t}/{m}"] or {}
             for k in ("value", "lower", "upper", "n"):
@@ -161,9 +184,9 @@ def write_leaderboard(roots: list, path: str | None, fmt: str | None = None) -> 
         else:
             buf = io.StringIO()
             fields = list(dict.fromkeys(k for r in recs for k in r))
-            writer = csv.DictWriter(buf, fieldnames=fields)
+            writer = csv.DictWriter(buf, fieldnames=[inert.csv_cell(f) for f in fields])
             writer.writeheader()
-            writer.writerows(recs)
+            writer.writerows([{inert.csv_cell(k): inert.csv_cell(v) for k, v in r.items()} for r in recs])
             text = buf.getvalue()
     if path:
         write_text_atomic(path, text)

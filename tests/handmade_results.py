@@ -155,9 +155,10 @@ def write_output(root, settings=("none", "log:0.25", "const:0.25"), date="2026-0
 
 
 def write_task_run(root, model, values, setting="none", task="drift_french_single", metric="fully_french",
-                   date="2026-02-01T00-00-00.000000"):
+                   date="2026-02-01T00-00-00.000000", task_config=None):
     """One run of one task whose per-sample ``metric`` values are ``values`` (doc i gets
-    ``values[i]``), in ``root/<model>/``; returns the folder."""
+    ``values[i]``), in ``root/<model>/`` (``task_config``: the task's config in the results,
+    e.g. its generation kwargs); returns the folder."""
     cfg = {lab: c for lab, c in SETTINGS.items()}[setting]
     folder = os.path.join(root, model)
     os.makedirs(folder, exist_ok=True)
@@ -165,7 +166,7 @@ def write_task_run(root, model, values, setting="none", task="drift_french_singl
                 "resps": [["Bonjour." if v else "Hello."]], "filtered_resps": ["Bonjour." if v else "Hello."],
                 metric: float(v)} for i, v in enumerate(values)]
     doc = {"results": {task: _task_block(task, samples, [metric])},
-           "configs": {task: {}}, "higher_is_better": {task: {metric: True}},
+           "configs": {task: task_config or {}}, "higher_is_better": {task: {metric: True}},
            "n-samples": {task: {"original": len(values), "effective": len(values)}},
            "config": {"model": "hf-drift", "model_args": {"pretrained": f"/models/{model}",
                                                           "compensation": cfg["compensation"],

@@ -340,3 +340,43 @@ def same_as_without_the_plugin(tmp_path, model, model_args, system=None):
         assert results_of(run)["results"]["plain_capitals"] == results_of(off)["results"]["plain_capitals"]
     assert "fully_french,none" in results_of(mixed)["results"]["drift_french_single"]  # the drift task ran too
     return want
+
+
+def gguf_with_eos(source, target, eos_id: int) -> str:
+    """A copy of the GGUF file ``source`` whose metadata names ``eos_id`` as its end-of-text
+    token (the chat template still ends turns on its own token): a model that ends its turn
+    on a token other than its EOS, written with the ``gguf`` package."""
+    import gguf
+
+    shutil.copyfile(source, target)
+    reader = gguf.GGUFReader(str(target), "r+")
+    field = reader.get_field("tokenizer.ggml.eos_token_id")
+    field.parts[field.data[0]][0] = eos_id
+    reader.data.flush()
+    del reader
+    return str(target)
+
+
+def model_with_eos(model_dir, target, eos_token: str) -> str:
+    """A copy of a model folder (weights linked) whose tokenizer, config and generation
+    config name ``eos_token`` as the end of text, while its chat template still ends turns
+    on its own token."""
+    from transformers import AutoTokenizer
+
+    os.makedirs(target, exist_ok=True)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    eos_id = tok.convert_tokens_to_ids(eos_token)
+    tok.eos_token = eos_token
+    tok.save_pretrained(target)  # written first: nothing below is written through a link
+    for name in ("config.json", "generation_config.json"):
+        path = os.path.join(model_dir, name)
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as fh:
+                cfg = json.load(fh)
+            cfg["eos_token_id"] = eos_id
+            with open(os.path.join(target, name), "w", encoding="utf-8") as fh:
+                json.dump(cfg, fh)
+    for name in os.listdir(model_dir):  # the weights
+        if not os.path.lexists(os.path.join(target, name)):
+            os.symlink(os.path.join(model_dir, name), os.path.join(target, name))
+    return str(target)

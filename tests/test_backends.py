@@ -117,6 +117,35 @@ def test_chat_servers_get_min_tokens_only_where_their_schema_has_it(api_models):
     assert payload["max_completion_tokens"] == 64
 
 
+def test_a_llama_cpp_server_is_forced_by_a_bias_on_every_end_token_instead_of_min_tokens(api_models):
+    """llama-cpp-python's server holds back one end token with ``min_tokens`` (and drops
+    every logits processor when ``min_tokens`` comes with a logit bias): the plugin sends a
+    bias of -100 on each end-of-turn token the server named, and max_tokens, alone."""
+    local, _ = api_models
+    sent, asked = b.backend_kwargs(FORCED, b.backend_of(local), end_ids=[2, 0])
+    payload = local._create_payload([{"role": "user", "content": "hi"}], generate=True, gen_kwargs=dict(sent))
+    from llama_cpp.server.types import CreateChatCompletionRequest
+
+    assert set(payload) <= set(CreateChatCompletionRequest.model_fields), set(payload)
+    assert payload["logit_bias"] == {"0": -100.0, "2": -100.0} and "min_tokens" not in payload
+    assert payload["max_tokens"] == asked == 64
+    user = b.backend_kwargs(dict(FORCED, logit_bias={"2": 5.0}), b.backend_of(local), end_ids=[2, 0])[0]
+    assert user["logit_bias"] == {"0": -100.0, "2": 5.0}  # a bias the user set is kept as it is
+
+
+@pytest.mark.parametrize("cls_name, kwarg, want", [
+    ("HFLM", "eos_token_id", [0, 2, 7]), ("HFDriftLM", "eos_token_id", [0, 2, 7]), ("VLLM", "stop_token_ids", [0, 2, 7]),
+    ("SGLangLM", "stop_token_ids", [0, 2, 7]),
+])
+def test_the_end_of_turn_tokens_go_with_a_forced_length_under_each_backends_name(cls_name, kwarg, want):
+    backend = b.backend_of(_cls(cls_name))
+    sent, _ = b.backend_kwargs(dict(FORCED, **{kwarg: 7}), backend, end_ids=[2, 0])
+    assert sent[kwarg] == want and "logit_bias" not in sent  # added to what was there
+    assert kwarg not in b.backend_kwargs(dict(FORCED, min_new_tokens=0), backend, end_ids=[2, 0])[0]  # unforced
+    assert b.backend_kwargs(FORCED, b.backend_of(_cls("OpenAIChatCompletion")), end_ids=[2, 0])[0].keys() == \
+        {k for k in FORCED if k != "min_new_tokens"}  # a backend that cannot force gets nothing
+
+
 def test_chat_responses_carry_the_servers_token_count_during_a_drift_call_only(api_models):
     local, _ = api_models
     resp = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Bonjour"}}],
@@ -233,6 +262,7 @@ def test_readme_backends_table_matches_the_mapping():
             assert single.startswith("yes") and conversations.startswith("yes"), name
             if backend.length_kwarg:
                 assert forced.startswith("yes") and f"`{backend.length_kwarg}`" in forced, name
+                assert f"`{backend.end_kwarg}`" in forced, name  # and how the end-of-turn tokens go with it
             else:
                 assert forced.startswith("no"), name
             assert compensation.startswith("yes" if name == "hf-drift" else "no"), name

@@ -156,6 +156,31 @@ def test_the_gate_catches_a_planted_regression(tmp_path, capsys):
     assert rc == 0 and "drift_french_single/fully_french" in out and "significant (exact McNemar)" in out
 
 
+FORCED = {"generation_kwargs": {"max_gen_toks": 2048}, "metadata": {"answer_length": "forced"}}
+UNFORCED = {"generation_kwargs": {"max_gen_toks": 2048, "min_new_tokens": 0}, "metadata": {"answer_length": "unforced"}}
+
+
+def test_a_forced_run_is_never_compared_with_an_unforced_one(tmp_path, capsys):
+    """The same documents and values, one run's answers forced and the other's not: compare,
+    the gate and the report refuse with one line (exit 2) instead of calling it one test."""
+    base = write_task_run(tmp_path / "release", "shipped", [1] * 36, task_config=FORCED)
+    cand = write_task_run(tmp_path / "candidate", "new", [1] * 36, task_config=UNFORCED)
+    want = ("drift-eval: error: drift_french_single/fully_french under none has answers unforced and "
+            "drift_french_single/fully_french under none answers forced: not the same test, so they are not "
+            "compared; compare runs whose answers were made alike")
+    for args in (("compare", cand, base), ("gate", cand, "--policy", _policy(tmp_path, f"baseline: {base}\n" + RULE)),
+                 ("report", cand, "--baseline", base, "-o", tmp_path / "r.html")):
+        rc, out, err = _cli(capsys, *args)
+        assert rc == 2 and err.strip().splitlines()[-1] == want, (args[0], err)
+    same = write_task_run(tmp_path / "again", "again", [1] * 36, task_config=FORCED)
+    rc, out, err = _cli(capsys, "compare", same, base)
+    assert rc == 0, err  # two forced runs are compared as before
+    from drift_eval.decide.results import load_output
+
+    assert load_output(cand).run("none").provenance["length"] == \
+        "drift_french_single: unforced on purpose, at most 2048 tokens"
+
+
 def test_a_tiny_regression_on_eight_documents_is_underpowered(tmp_path, capsys):
     base = write_task_run(tmp_path / "release", "shipped", [1] * 8)
     cand = write_task_run(tmp_path / "candidate", "new", [1] * 7 + [0])
@@ -231,11 +256,11 @@ def test_leaderboard_ranks_rows_and_marks_ties(tmp_path, capsys):
     rc, out, _ = _cli(capsys, "leaderboard", root)
     lines = [ln for ln in out.splitlines() if ln.startswith("| ")]
     header = lines[0].split(" | ")
-    assert header[:4] == ["| rank", "model", "setting", "drift_french/drift_score"]
+    assert header[:5] == ["| rank", "model", "setting", "answers", "drift_french/drift_score"]
     assert {"drift_french_single/fully_french", "drift_french_single/echo_rate", "drift_french_multiturn/last3_french",
             "French per turn (first → last)", "α median |"} <= set(header)
     assert "drift_french_multiturn/leak_per_1000" not in header  # not in these results
-    ranks = [(ln.split(" | ")[0][2:], ln.split(" | ")[1], ln.split(" | ")[2]) for ln in lines[1:]]
+    ranks = [(ln.split(" | ")[0][2:], ln.split(" | ")[1].strip("`"), ln.split(" | ")[2].strip("`")) for ln in lines[1:]]
     # drift_score: alpha/log:0.25 20+4 of 24 [0.69, 0.95]; alpha/none 10/24 [0.24, 0.61]; beta/none 1/24 [0.01, 0.20]
     assert ranks == [("1", "alpha", "log:0.25"), ("2", "alpha", "none"), ("3", "beta", "none")]
     # gamma: 12 + 4 of 24 [0.47, 0.82]: below alpha/log:0.25, overlapping alpha/none: tied with it
@@ -249,6 +274,32 @@ def test_leaderboard_ranks_rows_and_marks_ties(tmp_path, capsys):
     assert float(rows[2]["french_turn_8"]) == 0.0 and rows[0]["alpha_median"] == "0.5"
     rc, _, _ = _cli(capsys, "leaderboard", root, "-o", tmp_path / "board.json")
     assert json.loads((tmp_path / "board.json").read_text())["rows"][0]["model"] == "alpha"
+
+
+HOSTILE_MODEL = '=HYPERLINK("https://evil.example")\x1b]0;pwned\x07![x](https://evil.example/i.png)'
+
+
+def test_a_hostile_model_name_is_inert_in_every_leaderboard_format(tmp_path, capsys):
+    """A results folder whose model is named to attack: a spreadsheet formula, a terminal
+    escape, Markdown image syntax. Markdown shows it as text in a code span (GitHub's
+    renderer makes no link or image of it), CSV as text, the terminal without the escape;
+    JSON keeps it as it is."""
+    root = tmp_path / "out"
+    write_task_run(root, "m", [1, 0, 1])
+    path = next(root.rglob("results_*.json"))
+    doc = json.loads(path.read_text())
+    doc["config"]["model_args"]["pretrained"] = HOSTILE_MODEL
+    path.write_text(json.dumps(doc))
+    rc, out, _ = _cli(capsys, "leaderboard", root)
+    assert rc == 0 and "\x1b" not in out and "\x07" not in out and "\\x1b]0;pwned\\x07" in out
+    cmarkgfm = pytest.importorskip("cmarkgfm")
+    html = cmarkgfm.github_flavored_markdown_to_html(out.replace("\\x1b", "\x1b").replace("\\x07", "\x07"))
+    assert "<img" not in html and "<a " not in html and "<code>=HYPERLINK(" in html
+    _cli(capsys, "leaderboard", root, "-o", tmp_path / "board.csv")
+    [row] = list(csv.DictReader(io.StringIO((tmp_path / "board.csv").read_text())))
+    assert row["model"] == "'" + HOSTILE_MODEL
+    _cli(capsys, "leaderboard", root, "-o", tmp_path / "board.json")
+    assert json.loads((tmp_path / "board.json").read_text())["rows"][0]["model"] == HOSTILE_MODEL
 
 
 # ---------------------------------------------------------------------- pytest plugin

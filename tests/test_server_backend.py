@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from helpers import LM_EVAL, LlamaServer, results_of, run_lm_eval, samples_of
+from helpers import LM_EVAL, LlamaServer, last_line, results_of, run_lm_eval, samples_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")]
 
@@ -40,19 +40,34 @@ def test_local_chat_completions_runs_the_drift_french_group_with_forced_length(s
         assert messages[0]["role"] == "system" and [m["role"] for m in messages].count("assistant") == 8
 
 
-def test_openai_chat_completions_cannot_force_the_length_and_records_it(server, tmp_path):
+def test_openai_chat_completions_cannot_force_the_length_and_stops_before_the_first_document(server, tmp_path):
+    """The OpenAI API has no minimum length: the run stops before any document with one
+    line saying what to do; run unforced on purpose, it is labelled unforced."""
+    args = ["--model", "openai-chat-completions",
+            "--model_args", f"model={server.alias},base_url={server.url},num_concurrent=1,max_retries=1",
+            "--tasks", "drift_french_single", "--apply_chat_template", "--limit", "1"]
+    key = {"OPENAI_API_KEY": "unused-by-a-local-server"}
+    r = run_lm_eval([*args, "--gen_kwargs", "max_gen_toks=16"], env_extra=key)
+    assert r.returncode != 0
+    assert last_line(r.stderr) == (
+        "error: drift_french_single force answers to a length, but openai-chat-completions cannot force a minimum "
+        "length (its requests have no such field): use a backend that can (docs/backends.md); or run them unforced "
+        "on purpose with --gen_kwargs min_new_tokens=0 (the results then say unforced)"), r.stderr[-2000:]
+    assert "Traceback" not in r.stderr and "Requesting API" not in r.stderr  # before any document
     out = tmp_path / "out"
-    r = run_lm_eval(["--model", "openai-chat-completions",
-                     "--model_args", f"model={server.alias},base_url={server.url},num_concurrent=1,max_retries=1",
-                     "--tasks", "drift_french_single", "--apply_chat_template", "--limit", "1",
-                     "--gen_kwargs", "max_gen_toks=16", "--output_path", out, "--log_samples"],
-                    env_extra={"OPENAI_API_KEY": "unused-by-a-local-server"})
+    r = run_lm_eval([*args, "--gen_kwargs", "max_gen_toks=16,min_new_tokens=0", "--output_path", out, "--log_samples"],
+                    env_extra=key)
     assert r.returncode == 0, r.stderr[-3000:] + server.tail()
-    res = results_of(out)["results"]["drift_french_single"]
-    assert res["forced_length,none"] == 0.0
+    res = results_of(out)
+    assert res["results"]["drift_french_single"]["forced_length,none"] == 0.0
+    assert res["configs"]["drift_french_single"]["metadata"]["answer_length"] == "unforced"
     [s] = samples_of(out, "drift_french_single")
     assert s["forced_length"] == 0.0 and isinstance(s["answer_tokens"], float) and s["answer_tokens"] >= 1
     assert "fully_french" in s and s["instruction_placement"] == "system"
+    from drift_eval.decide.results import load_output
+
+    run = load_output(out).run("none")
+    assert run.provenance["length"] == "drift_french_single: unforced on purpose, at most 16 tokens"
 
 
 def test_a_non_drift_task_scores_the_same_with_and_without_the_plugin(server, tmp_path):

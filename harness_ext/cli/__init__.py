@@ -32,6 +32,7 @@ import sys
 
 from drift_eval.cli import (accessibility, alpha, compare, decode, demo, gate, leaderboard, model_path, position_bias,
                             report, sweep)
+from drift_eval import inert
 from drift_eval.cli.shared import Parser
 from drift_eval.errors import USAGE_EXIT, DriftUsageError
 
@@ -49,14 +50,36 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class _InertOutput:
+    """Standard output with every control character escaped (``drift_eval.inert.terminal``):
+    model names, labels and answers read from results files reach the terminal as text."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        return self._stream.write(inert.terminal(text))
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def main(argv=None) -> int:
+    stdout, sys.stdout = sys.stdout, _InertOutput(sys.stdout)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout = stdout
+
+
+def _main(argv) -> int:
     interrupted = None
     try:
         args = build_parser().parse_args(argv)
         interrupted = args.interrupted
         return args.func(args)
     except DriftUsageError as exc:
-        print(f"drift-eval: error: {exc.message}", file=sys.stderr)
+        print(f"drift-eval: error: {inert.terminal(exc.message, one_line=True)}", file=sys.stderr)
         return USAGE_EXIT
     except KeyboardInterrupt:
         pass
@@ -65,4 +88,3 @@ def main(argv=None) -> int:
     gc.collect()  # progress bars held by the interrupted frames close now, before the last line
     print(f"drift-eval: interrupted{': ' + interrupted() if interrupted else ''}", file=sys.stderr)
     return 130
-

@@ -65,11 +65,21 @@ class Comparison:
     __repr__ = describe
 
 
+class NotTheSameTest(DriftUsageError):
+    """Two runs of a task whose answers were made to different lengths (forced against
+    unforced): never compared, not even left out quietly."""
+
+
 def shared_documents(a, b, same_hash: bool = True) -> list:
     """The ``doc_id`` keys both metrics' per-sample values have, in a stable order; with
     ``same_hash``, only those holding the same document (same ``doc_hash``) in both. Without
     it, documents pair by ``doc_id`` alone: two settings of one run, or a control task whose
-    documents differ from the plain task's by design (the conflict turn)."""
+    documents differ from the plain task's by design (the conflict turn). Two runs whose
+    answers were made to different lengths (forced against unforced: ``results.Length``)
+    are one line."""
+    if a.length and b.length and a.length != b.length:
+        raise NotTheSameTest(f"{a.where()} has answers {a.length} and {b.where()} answers {b.length}: not the same "
+                              f"test, so they are not compared; compare runs whose answers were made alike")
     keys = sorted(set(a.per_sample) & set(b.per_sample), key=repr)
     if not same_hash:
         return keys
@@ -186,6 +196,8 @@ def compare_models(candidate, baseline, candidate_model: str | None = None, base
         for task, metric in compared_metrics(candidate.runs[(cm, setting)], base_run, headline_only):
             try:
                 out.append(compare_metric(candidate, baseline, task, metric, setting, cm, bm))
+            except NotTheSameTest:
+                raise
             except DriftUsageError:
                 continue
     return out

@@ -59,6 +59,7 @@ class Metric:
     model: str = ""
     doc_hashes: dict | None = None     # doc_id -> lm-eval's doc_hash, for pairing across runs
     several_models: bool = False       # the folder holds other models: name this one in messages
+    length: str | None = None          # how long the task's answers were made (``Length.kind``), if it says
 
     def spread(self) -> str:
         """``, 95% CI [lo, hi], n=N`` (the parts that are known)."""
@@ -86,6 +87,26 @@ class TaskResult:
     samples: list | None = None        # logged samples (dicts), when present
     is_group: bool = False
     subtasks: list = field(default_factory=list)  # a group's tasks (lm-eval's group_subtasks)
+    length: "Length | None" = None     # how long its answers were made (generation tasks)
+
+
+@dataclass(frozen=True)
+class Length:
+    """How long a generation task's answers were made: ``kind`` is ``forced`` (every answer
+    forced to ``tokens``), ``unforced`` (none asked: natural ends, at most ``tokens``) or
+    ``partly forced`` (forced, but the backend forced only some answers); runs of different
+    kinds are not the same test and are never compared."""
+    kind: str
+    tokens: int
+    share: float | None = None  # of the answers really forced, for ``partly forced``
+    on_purpose: bool = False    # a forced-length task run unforced (``--gen_kwargs min_new_tokens=0``)
+
+    def __str__(self) -> str:
+        if self.kind == "forced":
+            return f"forced to {self.tokens} tokens"
+        if self.kind == "unforced":
+            return f"{'unforced on purpose' if self.on_purpose else 'natural'}, at most {self.tokens} tokens"
+        return f"asked to force {self.tokens} tokens, forced in {self.share:.0%} of answers"
 
 
 @dataclass
@@ -168,8 +189,10 @@ def _text(v) -> str | None:
     return v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
 
 
-def _length_mode(tr: TaskResult, config: dict) -> str | None:
-    """``forced to N tokens`` or ``natural, at most N tokens``, from what the requests asked."""
+def _length(tr: TaskResult, config: dict) -> Length | None:
+    """How ``tr``'s answers were made, from what its requests asked (the logged samples'
+    generation kwargs, else the task's config), the task's own record of it
+    (``metadata.answer_length``) and whether the backend forced them (``forced_length``)."""
     gen = None
     for s in tr.samples or []:
         args = (s.get("arguments") or {}).get("gen_args_0") if isinstance(s.get("arguments"), dict) else None
@@ -180,8 +203,15 @@ def _length_mode(tr: TaskResult, config: dict) -> str | None:
     if not isinstance(gen, dict) or not is_number(gen.get("max_gen_toks")):
         return None
     top = int(gen["max_gen_toks"])
-    forced = is_number(gen.get("min_new_tokens")) and gen["min_new_tokens"] >= top
-    return f"forced to {top} tokens" if forced else f"natural, at most {top} tokens"
+    said = ((config.get("metadata") or {}) if isinstance(config, dict) else {}).get("answer_length")
+    asked = said == "forced" if said in ("forced", "unforced") else \
+        (is_number(gen.get("min_new_tokens")) and gen["min_new_tokens"] >= top)
+    if not asked:
+        return Length("unforced", top, on_purpose=said == "unforced")
+    share = tr.values.get("forced_length")
+    if is_number(share) and share < 1:
+        return Length("partly forced", top, float(share))
+    return Length("forced", top)
 
 
 def _provenance(rf: "RunFile", name: str) -> dict:
@@ -190,8 +220,7 @@ def _provenance(rf: "RunFile", name: str) -> dict:
     versions = {(c.get("metadata") or {}).get("lm_eval_drift_version") for c in configs.values()
                 if isinstance(c, dict) and isinstance(c.get("metadata"), dict)} - {None}
     seeds = [cfg.get(k) for k in ("random_seed", "numpy_seed", "torch_seed", "fewshot_seed")]
-    lengths = {t: m for t, tr in rf.tasks.items() if not tr.is_group
-               and (m := _length_mode(tr, configs.get(t) or {})) is not None}
+    lengths = {t: str(tr.length) for t, tr in rf.tasks.items() if not tr.is_group and tr.length is not None}
     out = {
         "model": name, "pretrained": _text(rf.model_args.get("pretrained")),
         "revision": _text(cfg.get("model_revision") or rf.model_args.get("revision")),
@@ -355,6 +384,10 @@ def _task_results(res: dict, path: str, date: str) -> tuple[dict, list]:
         _check_samples(samples, spath, name, n_samples, list(tr.values))
         tr.samples = [s for s in samples if s.get("filter", "none") == "none"]
         sample_files.append(spath)
+    configs = res.get("configs") if isinstance(res.get("configs"), dict) else {}
+    for name, tr in out.items():
+        if not tr.is_group:
+            tr.length = _length(tr, configs.get(name) or {})
     if sample_files and missing:  # the run logged samples, but not all of them
         raise DamagedFile(missing[0], f"{missing[0]} is missing: the run of {path} logged samples for other tasks, "
                                       f"so it was cut short; {REMEDY}")
@@ -460,7 +493,16 @@ class Output:
         n = tr.n if tr.n is not None else (len(per) if per else None)
         hib = tr.higher_is_better.get(name)
         return Metric(task, name, setting, float(value) if is_number(value) else value, stderr, n,
-                      lo, hi, per, hib, run.model, hashes, len(self.models) > 1)
+                      lo, hi, per, hib, run.model, hashes, len(self.models) > 1, self._length_kind(run, tr))
+
+    @staticmethod
+    def _length_kind(run: Run, tr: TaskResult) -> str | None:
+        """The answers' length kind of a task, or of a group's tasks together."""
+        if not tr.is_group:
+            return tr.length.kind if tr.length is not None else None
+        kinds = sorted({f"{t}: {run.tasks[t].length.kind}" for t in tr.subtasks
+                        if t in run.tasks and run.tasks[t].length is not None})
+        return "; ".join(kinds) or None
 
     def _per_sample(self, run: Run, tr: TaskResult, name: str):
         """(doc_id -> value, doc_id -> doc_hash) from the logged samples; for a group whose

@@ -10,7 +10,15 @@ lm-eval's chat models (``hf``, ``vllm``, ``sglang``, ``local-chat-completions``,
   ``min_tokens``; SGLang's sampling params ``min_new_tokens``; the OpenAI-compatible
   servers of llama-cpp-python and vLLM take ``min_tokens`` in the request body. The OpenAI
   service's request schema has no such field, and a model class not listed here may reject
-  unknown kwargs, so they get nothing: the run goes on unforced.
+  unknown kwargs, so they get nothing. A minimum length holds back only the tokens the
+  backend counts as the end, and a chat model may end its turn on another one (Qwen's
+  ``<|im_end|>`` beside ``<|endoftext|>``, Llama 3's ``<|eot_id|>``, Gemma's
+  ``<end_of_turn>``), so the model's end-of-turn tokens go with it, under the backend's own
+  name (``end_kwarg``): HF ``eos_token_id`` (every one of them then ends the answer, and
+  ``min_new_tokens`` holds every one back), vLLM and SGLang ``stop_token_ids`` (their
+  minimum covers those), llama.cpp-family servers a ``logit_bias`` of -100 on each in place
+  of ``min_tokens`` (which holds back one end token only). Whether a backend really forces
+  is checked before a run (``drift_eval.plugin.wrapper``).
 * **What came back.** Every answer to a drift request comes back as an ``Answer`` with
   ``tokens`` (the server's own count where it reports one, else the model tokenizer's count
   of the text), ``forced_length`` (when a length was asked: whether the backend forced it;
@@ -34,20 +42,23 @@ class Backend:
     length_kwarg: str | None   # the backend's own name for a minimum generation length; None: cannot force
     chat_api: bool = False     # sends chat messages to a server (needs --apply_chat_template)
     reports_usage: bool = False  # the server reports how many tokens it generated
+    end_kwarg: str | None = None  # how the model's end-of-turn tokens go with a forced length (above)
 
 
 # lm-eval model classes by name (the first one along a class's MRO applies), so that no
 # optional backend (vllm, sglang) is imported to look it up.
 BACKENDS = {
-    "HFDriftLM": Backend("hf-drift", "min_new_tokens"),
-    "HFLM": Backend("hf", "min_new_tokens"),
-    "VLLM": Backend("vllm", "min_tokens"),
-    "SGLangLM": Backend("sglang", "min_new_tokens"),
+    "HFDriftLM": Backend("hf-drift", "min_new_tokens", end_kwarg="eos_token_id"),
+    "HFLM": Backend("hf", "min_new_tokens", end_kwarg="eos_token_id"),
+    "VLLM": Backend("vllm", "min_tokens", end_kwarg="stop_token_ids"),
+    "SGLangLM": Backend("sglang", "min_new_tokens", end_kwarg="stop_token_ids"),
     "OpenAIChatCompletion": Backend("openai-chat-completions", None, chat_api=True, reports_usage=True),
     "OpenAICompletionsAPI": Backend("openai-completions", None),
-    "LocalChatCompletion": Backend("local-chat-completions", "min_tokens", chat_api=True, reports_usage=True),
-    "LocalCompletionsAPI": Backend("local-completions", "min_tokens"),
+    "LocalChatCompletion": Backend("local-chat-completions", "min_tokens", chat_api=True, reports_usage=True,
+                                   end_kwarg="logit_bias"),
+    "LocalCompletionsAPI": Backend("local-completions", "min_tokens", end_kwarg="logit_bias"),
 }
+SUPPRESS = -100.0  # the logit bias that holds a token back (the OpenAI API's floor)
 OTHER = Backend("this model", None)
 
 
@@ -59,17 +70,30 @@ def backend_of(obj) -> Backend:
     return OTHER
 
 
-def backend_kwargs(gen_kwargs: dict, backend: Backend) -> tuple[dict, int]:
+def backend_kwargs(gen_kwargs: dict, backend: Backend, end_ids=()) -> tuple[dict, int]:
     """(the generation kwargs for ``backend``, the forced length asked: 0 for none).
 
     ``min_new_tokens`` is taken out and, where the backend can force a length, put back
-    under its own name, capped at ``max_gen_toks``."""
+    under its own name, capped at ``max_gen_toks``, with the model's end-of-turn token ids
+    ``end_ids`` under the backend's ``end_kwarg`` (added to any the kwargs already hold)."""
     kwargs = dict(gen_kwargs)
     asked = int(kwargs.pop(FORCE_KWARG, 0) or 0)
     if asked and "max_gen_toks" in kwargs:
         asked = min(asked, int(kwargs["max_gen_toks"]))
     if asked and backend.length_kwarg:
+        ids = sorted({int(i) for i in end_ids})
+        if ids and backend.end_kwarg == "logit_bias":
+            # the bias on every end token forces the length by itself (for the whole answer:
+            # it runs to max_gen_toks); min_tokens is left out, because llama-cpp-python's
+            # server (0.3.16) drops every logits processor when both come in one request
+            bias = dict(kwargs.get("logit_bias") or {})
+            kwargs["logit_bias"] = {**{str(i): SUPPRESS for i in ids}, **bias}
+            return kwargs, asked
         kwargs[backend.length_kwarg] = asked
+        if ids and backend.end_kwarg:
+            have = kwargs.get(backend.end_kwarg)
+            have = [] if have is None else list(have) if isinstance(have, (list, tuple, set)) else [have]
+            kwargs[backend.end_kwarg] = sorted({*ids, *(int(i) for i in have)})
     return kwargs, asked
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 log = logging.getLogger("lm_eval_drift")
 
 PROBE = "\u2063DRIFT-INSTRUCTION\u2063"
+END_PROBE = "\u2063DRIFT-REPLY\u2063"
 
 
 def text_of(rendered) -> str:
@@ -113,3 +114,27 @@ class InstructionKeeping:
 
     def __call__(self, messages, *args, **kwargs):
         return self.render(keep_instruction(list(messages), self.system_role), *args, **kwargs)
+
+
+def end_of_turn_ids(render, tokenizer) -> list[int]:
+    """The special token a chat template writes right after an assistant's message (its
+    end-of-turn token: ``<|im_end|>``, ``<|eot_id|>``, ``<end_of_turn>``, ``</s>``...), as
+    ``tokenizer`` (a Hugging Face tokenizer) encodes it; ``[]`` where the template writes
+    none or cannot be rendered. The chat rendered is [user, assistant, user] so that the
+    assistant's turn is closed as the template closes any finished turn."""
+    try:
+        text = text_of(render([{"role": "user", "content": "?"}, {"role": "assistant", "content": END_PROBE},
+                               {"role": "user", "content": "?"}]))
+        if END_PROBE not in text:
+            return []
+        ids = tokenizer(text.split(END_PROBE, 1)[1], add_special_tokens=False)["input_ids"]
+        special = set(getattr(tokenizer, "all_special_ids", None) or []) | {
+            i for i, t in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items() if getattr(t, "special", False)}
+    except Exception:  # noqa: BLE001 (templates and tokenizers raise many kinds)
+        return []
+    for i in ids:
+        if i in special:
+            return [int(i)]
+        if tokenizer.decode([i]).strip():
+            return []  # text before any special token: the template ends turns without one
+    return []

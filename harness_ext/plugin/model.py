@@ -119,7 +119,8 @@ class HFDriftLM(HFLM):
         rows, self._pending_rows = self._pending_rows, None
         width = context.shape[1]
         min_new = int(generation_kwargs.pop("min_new_tokens", 0) or 0)
-        eos = self._eos_ids()
+        ends = generation_kwargs.get("eos_token_id")  # the chat template's end-of-turn tokens too, when forced
+        eos = sorted({*self._eos_ids(), *(ends if isinstance(ends, (list, tuple)) else [] if ends is None else [ends])})
         watch = Watch(width, eos, min_new, max_length - width, progress=self._token_progress,
                       desc=f"generating {context.shape[0]} x {max_length - width} tokens")
         if not {"cache", "past_key_values"} & set(generation_kwargs) and not generation_kwargs.get("cache_implementation"):

@@ -14,7 +14,10 @@ user's model, in the manner of lm-eval's ``CachingLM``. The wrapper
 * serves the drift request types (``drift_eval.plugin.request_types``): a model that has
   the method (``hf-drift``) serves it; conversations run on any chat model
   (``drift_eval.plugin.conversations``); any other pair was refused before the run;
-* fills a data-parallel rank's missing metric keys of the drift tasks (``gather_object``).
+* fills a data-parallel rank's missing metric keys of the drift tasks (``gather_object``);
+* before the first document of a run whose drift tasks force their answers' length, checks
+  that the backend really forces one (``check_forcing``: one short forced request), and
+  stops with one line if it does not.
 
 Everything else (``rank``, ``tokenizer``, ``apply_chat_template``...) is the user's model's.
 The wrapper changes nothing on the model or its class; the drift tasks keep their
@@ -24,11 +27,21 @@ instruction in templates without a system role by rendering through
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
+import weakref
 
+from drift_eval import inert
 from drift_eval.errors import DriftUsageError
-from drift_eval.plugin import backends
+from drift_eval.plugin import backends, chat, servers
 from drift_eval.plugin.chat import InstructionKeeping, probe
 from drift_eval.plugin.request_types import CONVERSATION, TYPES
+
+#: the forced-length check before a run: a request whose natural answer is one word
+FORCING_SYSTEM = "Answer in as few words as you can."
+FORCING_PROMPT = "Reply with the single word: yes"
+FORCING_TOKENS = 64
+_forcing: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> why it does not force ('' if it does)
 
 
 def innermost(lm):
@@ -101,6 +114,14 @@ class DriftLM:
         length under the backend's kwarg, the instruction checked in every prompt, the
         answers with their metadata."""
         target = self.lm if target is None else target
+        sent, plan = self._prepared(requests)
+        with _server_counts(self.model, self.backend):
+            outputs = target.generate_until(sent, *args, **kwargs)
+        return self._answers(outputs, plan)
+
+    def _prepared(self, requests) -> tuple[list, list]:
+        """(the requests as the backend takes them, (forced length asked, instruction
+        placement) per request)."""
         sent, plan = [], []
         for r in requests:
             context, gen = r.args[0], r.args[1]
@@ -115,14 +136,102 @@ class DriftLM:
                         f"system prompt (its chat template dropped it), so the model would never see the instruction")
             asked = 0
             if isinstance(gen, dict) and backends.FORCE_KWARG in gen:
-                gen, asked = backends.backend_kwargs(gen, self.backend)
+                ends = self.end_ids if int(gen.get(backends.FORCE_KWARG) or 0) > 0 else ()
+                gen, asked = backends.backend_kwargs(gen, self.backend, ends)
                 r = _with_args(r, (context, gen, *r.args[2:]))
             sent.append(r)
             plan.append((asked, where))
-        with _server_counts(self.model, self.backend):
-            outputs = target.generate_until(sent, *args, **kwargs)
+        return sent, plan
+
+    def _answers(self, outputs, plan) -> list:
         return [out if out is None else backends.answer(self.model, self.backend, out, asked, where)
                 for out, (asked, where) in zip(outputs, plan)]
+
+    # ------------------------------------------------------------------ forced length
+    @functools.cached_property
+    def end_ids(self) -> list[int]:
+        """The model's end-of-turn token ids, which a forced length holds back with its
+        end of text (``backends.backend_kwargs``): from its Hugging Face tokenizer and chat
+        template where it has them (with the model's own end-of-text ids, for HF), else
+        from a llama.cpp-family server's tokenizer (``drift_eval.plugin.servers``)."""
+        kind = self.backend.end_kwarg
+        if kind is None:
+            return []
+        tok = getattr(self.model, "tokenizer", None)
+        ids: set = set()
+        if callable(getattr(tok, "convert_ids_to_tokens", None)):  # a Hugging Face tokenizer
+            ids |= set(chat.end_of_turn_ids(self._template(tok), tok))
+            if kind == "eos_token_id":
+                config = getattr(getattr(self.model, "model", None), "generation_config", None)
+                for i in (getattr(config, "eos_token_id", None), getattr(tok, "eos_token_id", None)):
+                    ids |= {int(x) for x in (i if isinstance(i, (list, tuple)) else [i]) if x is not None}
+        elif kind == "logit_bias" and getattr(self.model, "base_url", None):
+            ids |= set(servers.end_token_ids(self.model.base_url, getattr(self.model, "header", None)))
+        return sorted(ids)
+
+    def _template(self, tok):
+        """A renderer of chats as text: the model's own (HF), or its tokenizer's where the
+        model renders chats as messages for a server."""
+        render = getattr(self.model, "apply_chat_template", None)
+        try:
+            as_text = render is not None and isinstance(render([{"role": "user", "content": "?"}]), str)
+        except Exception:  # noqa: BLE001 (a template may raise anything)
+            as_text = False
+        if as_text or not getattr(tok, "chat_template", None):
+            return render
+        return lambda messages, **kw: tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def check_forcing(self, tasks) -> None:
+        """One line, before any document, unless the backend forces a minimum length: one
+        short forced request (``FORCING_PROMPT``, whose natural answer is one word, with a
+        minimum of ``FORCING_TOKENS`` tokens) must come back at least that long (80% of it:
+        a count made again from the text may differ by a few tokens; a backend that cannot
+        count the tokens passes). Checked once per model object (a sweep's settings share
+        it)."""
+        known = _forcing.get(self.model)
+        if known is None:
+            known = _forcing[self.model] = self._forcing_problem()
+        if known:
+            raise DriftUsageError(f"{', '.join(sorted(tasks))} force answers to a length, but {known}; or run them "
+                                  f"unforced on purpose with --gen_kwargs min_new_tokens=0 (the results then say "
+                                  f"unforced)")
+
+    def _forcing_problem(self) -> str:
+        """Why the backend did not force the probe's length ('' when it did or cannot be
+        told)."""
+        from lm_eval.api.instance import Instance
+
+        backend = self.backend
+        if backend.length_kwarg is None:
+            return (f"{backend.model} cannot force a minimum length (its requests have no such field): use a backend "
+                    f"that can (docs/backends.md)")
+        gen = {"until": [], "max_gen_toks": FORCING_TOKENS, backends.FORCE_KWARG: FORCING_TOKENS, "do_sample": False,
+               "temperature": 0.0}
+        messages = [{"role": "system", "content": FORCING_SYSTEM}, {"role": "user", "content": FORCING_PROMPT}]
+        context = (self.render(messages, add_generation_prompt=True) if self.chat and self.render
+                   else f"{FORCING_SYSTEM}\n\n{FORCING_PROMPT}")
+        probe = Instance("generate_until", {"system_prompt": FORCING_SYSTEM}, (context, gen), 0)
+        sent, plan = self._prepared([probe])
+        with _server_counts(self.model, self.backend):
+            # the model's own method: a sweep's answer cache on the instance neither stores nor counts it
+            outputs = type(self.model).generate_until(self.model, sent, disable_tqdm=True)
+        [answer] = self._answers(outputs, plan)
+        tokens = answer.meta.get("tokens")
+        if tokens is None or tokens >= 0.8 * FORCING_TOKENS:
+            return ""
+        sent_as = {k: v for k, v in sent[0].args[1].items() if k not in ("until", "do_sample", "temperature")}
+        said = inert.terminal(str(answer)[:60], one_line=True)
+        if backend.end_kwarg == "logit_bias" and not self.end_ids:
+            fix = ("the server named none of its end-of-turn tokens (it has no tokenize endpoint of the llama.cpp "
+                   "family), so only min_tokens was sent: serve the model with llama-cpp-python's or llama.cpp's "
+                   "server, or give lm-eval its tokenizer (--model_args tokenizer_backend=huggingface,tokenizer=...)")
+        elif backend.end_kwarg == "logit_bias":
+            fix = f"the logit bias on its end-of-turn tokens {self.end_ids} did not hold them back (docs/backends.md)"
+        else:
+            fix = "see docs/backends.md for how each backend forces a length"
+        return (f"{backend.model} did not force it: asked to reply to {FORCING_PROMPT!r} with at least "
+                f"{FORCING_TOKENS} tokens (sent {json.dumps(sent_as, sort_keys=True)}), it returned {tokens} "
+                f"tokens ('{said}'); {fix}")
 
     # ------------------------------------------------------------------ data-parallel runs
     def gather_object(self, obj, *args, **kwargs):
@@ -164,14 +273,26 @@ def drift_tasks(tasks: dict) -> dict:
     return {n: t for n, t in tasks.items() if isinstance(t, YamlTask)}
 
 
-def request_types(task, name: str) -> set:
-    """The request types a drift task sends (it builds one request to tell)."""
+def sample_requests(task, name: str) -> list:
+    """The requests a drift task builds for its first document (what it sends, and with
+    which generation kwargs)."""
     docs = task.eval_docs
     if not len(docs):
-        return set()
+        return []
     inst = task.construct_requests(doc=docs[0], ctx="", metadata=(name, 0, 1),
                                    apply_chat_template=False, chat_template=None)
-    return {i.request_type for i in (inst if isinstance(inst, list) else [inst])}
+    return inst if isinstance(inst, list) else [inst]
+
+
+def request_types(task, name: str) -> set:
+    """The request types a drift task sends."""
+    return {i.request_type for i in sample_requests(task, name)}
+
+
+def forced_length(task, name: str) -> int:
+    """The length a drift task forces its answers to (0: none)."""
+    return max((int((i.args[1] or {}).get(backends.FORCE_KWARG) or 0) for i in sample_requests(task, name)
+                if i.request_type == "generate_until" and isinstance(i.args[1], dict)), default=0)
 
 
 def needs_hf_drift(tasks, what: str) -> str:
@@ -226,4 +347,8 @@ def for_run(lm, tasks: dict, chat) -> DriftLM | None:
     problems = run_problems(lm, ours, bool(chat))
     if problems:
         raise DriftUsageError("; ".join(problems))
-    return DriftLM(lm, ours, bool(chat))
+    wrapped = DriftLM(lm, ours, bool(chat))
+    forced = [name for name, task in ours.items() if forced_length(task, name)]
+    if forced:
+        wrapped.check_forcing(forced)
+    return wrapped

@@ -45,7 +45,10 @@ def answer_record(answer) -> dict:
     tokens = meta.get("tokens")
     return {"forced_length": float(meta.get("forced_length") is True),
             "answer_tokens": float(tokens) if isinstance(tokens, int) else None,
-            "instruction_placement": meta.get("instruction_placement")}
+            "instruction_placement": meta.get("instruction_placement"),
+            # 1 where the backend watched for the natural end of a forced answer (hf-drift);
+            # 0 where it cannot (other backends): natural_end is then not known, not absent
+            "natural_end_observed": float("natural_end" in meta) if meta.get("forced_length") else None}
 
 
 def placements(values) -> str:
@@ -84,7 +87,16 @@ class DriftTask(YamlTask):
 class ForcedLengthTask(DriftTask):
     """A generation task whose answers run to ``max_gen_toks``: the end-of-sequence token is
     suppressed until then (``min_new_tokens = max_gen_toks`` unless the user sets
-    ``min_new_tokens`` in ``--gen_kwargs``)."""
+    ``min_new_tokens`` in ``--gen_kwargs``; ``min_new_tokens=0`` runs it unforced on
+    purpose). The task's metadata in the results says which (``answer_length``: ``forced``
+    or ``unforced``), and so do the report, the leaderboard and the gate, which never
+    compare the two as one test."""
+
+    def build_all_requests(self, **kwargs):
+        gen = self.config.generation_kwargs or {}
+        forced = int(gen.get("min_new_tokens", gen.get("max_gen_toks", 256)) or 0) > 0
+        self.config.metadata = {**(self.config.metadata or {}), "answer_length": "forced" if forced else "unforced"}
+        super().build_all_requests(**kwargs)
 
     def construct_requests(self, doc, ctx, **kwargs):
         inst = super().construct_requests(doc, ctx, **kwargs)
