@@ -9,6 +9,11 @@ must never act in what the project writes. One function per output:
   the metacharacters instead would still let GitHub's renderer autolink bare addresses). A
   run of backticks in the text gets a longer fence; in a table cell (``cell=True``) a ``|``
   is written ``\\|``, which GitHub's table rule turns back into ``|`` inside the cell;
+* ``markdown_text``: prose the project writes around such names, as Markdown text that
+  renders as its characters: inline metacharacters backslash-escaped, ``<`` and ``&`` as
+  entities, a line-start marker at its start escaped, on one line; a text that could hold
+  an autolink (``@``, ``://``, ``www.``) becomes a code span instead, which no renderer
+  links;
 * ``csv_cell``: a spreadsheet cell that is never a formula: a value that begins with
   ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a leading ``'`` (OWASP's rule
   against CSV injection); numbers are left as they are;
@@ -24,6 +29,9 @@ from __future__ import annotations
 import re
 
 _BACKTICKS = re.compile(r"`+")
+_INLINE = re.compile(r"([\\`*_\[\]!|~])")
+_LINE_START = re.compile(r"^(\s*)([#>+=-]|\d+[.)])")
+_AUTOLINK = re.compile(r"@|://|www\.", re.I)
 _NEWLINES = re.compile(r"[\r\n\u2028\u2029]+")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -41,6 +49,17 @@ def markdown(text, cell: bool = False) -> str:
     fence = "`" * (1 + max((len(run) for run in _BACKTICKS.findall(text)), default=0))
     pad = " " if text.startswith(("`", " ")) or text.endswith(("`", " ")) else ""
     return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def markdown_text(text) -> str:
+    """``text`` as inert Markdown prose on one line (code span where it could autolink)."""
+    if text is None:
+        return ""
+    text = _NEWLINES.sub(" ", str(text))
+    if _AUTOLINK.search(text):
+        return markdown(text)
+    text = _INLINE.sub(r"\\\1", text.replace("&", "&amp;").replace("<", "&lt;"))
+    return _LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), text)
 
 
 def csv_cell(value):

@@ -19,11 +19,13 @@ def render_text(ctx: dict, fmt: str, plot_dir: str | None = None) -> str:
         import csv
         import io
 
+        from drift_eval import inert
+
         buf = io.StringIO()
         fields = list(dict.fromkeys(k for r in ctx["records"] for k in r))
-        writer = csv.DictWriter(buf, fieldnames=fields)
+        writer = csv.DictWriter(buf, fieldnames=[inert.csv_cell(f) for f in fields])
         writer.writeheader()
-        writer.writerows(ctx["records"])
+        writer.writerows([{inert.csv_cell(k): inert.csv_cell(v) for k, v in r.items()} for r in ctx["records"]])
         return buf.getvalue()
     from drift_eval.reports.templating import environment
 

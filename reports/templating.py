@@ -9,6 +9,7 @@ import re
 
 from markupsafe import Markup, escape
 
+from drift_eval import inert
 from drift_eval.reports import text
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
@@ -20,10 +21,10 @@ def _breakable(s) -> Markup:
     return Markup(re.sub(r"([_/])", r"\1<wbr>", str(escape(s))))
 
 
-def _mdtext(s) -> str:
-    """Text from results inside Markdown prose: the characters that start inline markup
-    escaped with a backslash (``<`` and ``&`` are left to autoescaping's entities)."""
-    return re.sub(r"([\\`*_\[\]|~])", r"\\\1", str(s)).replace("\n", " ")
+def _md(cell: bool = False):
+    """Markdown filters for text from results files (``drift_eval.inert``), marked safe:
+    autoescaping's entities would show literally inside a code span."""
+    return lambda s: Markup(inert.markdown(s, cell=cell))
 
 
 def environment():
@@ -41,7 +42,11 @@ def environment():
     env.filters["estimate"] = lambda c: text.estimate(c["value"], c["lower"], c["upper"], c.get("percent", False))
     env.filters["delta"] = text.delta
     env.filters["breakable"] = _breakable
-    env.filters["mdcell"] = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
+    # Markdown: names and text from results files as code spans (``md``, ``mdcell`` in a table
+    # cell), prose the report writes around them as escaped text (``mdtext``); an image's
+    # alt text with its brackets escaped (``mdalt``)
+    env.filters["md"] = _md()
+    env.filters["mdcell"] = _md(cell=True)
+    env.filters["mdtext"] = lambda s: Markup(inert.markdown_text(s))
     env.filters["mdalt"] = lambda s: re.sub(r"([\[\]|\\])", r"\\\1", str(s)).replace("\n", " ")
-    env.filters["mdtext"] = _mdtext
     return env

@@ -192,9 +192,13 @@ def test_markdown_report_links_separate_svg_files_and_escapes_text(handmade, tmp
     rc, out, _ = _report(capsys, handmade, "-o", tmp_path / "r.md")
     assert rc == 0
     md = (tmp_path / "r.md").read_text()
-    assert "| drift_french_single | fully_french ↑ | +0.5000 |" in md and "**significant**" in md and "*trend*" in md
-    assert "<script" not in md and "&lt;script&gt;" in md
-    assert "<svg" not in md and "<i>en français</i>" not in md  # GitHub strips inline SVG: files instead
+    assert "| `drift_french_single` | `fully_french` ↑ | +0.5000 |" in md and "**significant**" in md and "*trend*" in md
+    assert "<svg" not in md  # GitHub strips inline SVG: files instead
+    cmarkgfm = pytest.importorskip("cmarkgfm")
+    from cmarkgfm.cmark import Options
+
+    page = cmarkgfm.github_flavored_markdown_to_html(md, options=Options.CMARK_OPT_UNSAFE)  # raw HTML kept, if any
+    assert "<script" not in page and "<i>" not in page and "&lt;script&gt;" in page  # answers stay text
     links = re.findall(r"!\[(?:\\.|[^\]\\])*\]\((r-plots/[^)]+\.svg)\)", md)
     assert len(links) == len(os.listdir(tmp_path / "r-plots")) >= 10
     for link in links:
@@ -202,6 +206,53 @@ def test_markdown_report_links_separate_svg_files_and_escapes_text(handmade, tmp
     (tmp_path / "r-plots" / "99-stale.svg").write_text("<svg/>")
     _report(capsys, handmade, "-o", tmp_path / "r.md")
     assert not (tmp_path / "r-plots" / "99-stale.svg").exists()
+
+
+HOSTILE_NAME = '=HYPERLINK("https://evil.example")![x](https://evil.example/i.png)<img src=x onerror=alert(1)>'
+HOSTILE_TASK = "evil_task![t](javascript:alert(1))<b>x"
+HOSTILE_ANSWER = "# Heading\n![x](https://evil.example/i.png) [c](javascript:alert(1)) <b>bold</b> www.evil.example"
+
+
+def test_hostile_text_from_results_is_inert_in_every_format(tmp_path, capsys):
+    """A results folder written to attack: a model named as a spreadsheet formula with
+    Markdown image and HTML inside, a task named with an image, an answer with a heading,
+    an image, a javascript: link, HTML and a bare address. Markdown (rendered by GitHub's
+    cmark-gfm), HTML, CSV and JSON show them as text; setting labels cannot be hostile (a
+    results file whose compensation is not a setting is refused by the loader)."""
+    from handmade_results import write_task_run
+
+    root = tmp_path / "out"
+    folder = write_task_run(root, "m", [1, 0, 1, 1], task=HOSTILE_TASK)
+    for path in os.listdir(folder):
+        full = os.path.join(folder, path)
+        if path.startswith("results_"):
+            doc = json.loads(open(full).read())
+            doc["config"]["model_args"]["pretrained"] = HOSTILE_NAME
+            open(full, "w").write(json.dumps(doc))
+        else:
+            rows = [json.loads(line) for line in open(full)]
+            for r in rows:
+                r["resps"], r["filtered_resps"] = [[HOSTILE_ANSWER]], [HOSTILE_ANSWER]
+            open(full, "w").write("".join(json.dumps(r) + "\n" for r in rows))
+    for fmt in ("md", "html", "csv", "json"):
+        rc, _, err = _report(capsys, root, "-o", tmp_path / f"r.{fmt}")
+        assert rc == 0, err
+    cmarkgfm = pytest.importorskip("cmarkgfm")
+    from cmarkgfm.cmark import Options
+
+    md = (tmp_path / "r.md").read_text()
+    page = cmarkgfm.github_flavored_markdown_to_html(md, options=Options.CMARK_OPT_UNSAFE)
+    assert "evil.example" in page and "HYPERLINK" in page and "evil_task" in page  # shown ...
+    assert not re.search(r'<img src="https://evil|<img src=x|<a href="(https://evil|javascript|http://www)', page)
+    assert "<b>bold</b>" not in page and not re.search(r"<h[1-6]>Heading", page)  # ... as text
+    html = (tmp_path / "r.html").read_text()
+    assert "<img src=x" not in html and "<b>bold</b>" not in html and "&lt;img src=x" in html
+    for row in csv.reader(io.StringIO((tmp_path / "r.csv").read_text())):
+        for cell in row:
+            assert not cell.startswith(("=", "+", "@", "\t", "\r")), cell
+            assert not cell.startswith("-") or re.fullmatch(r"-[0-9.e+-]+", cell), cell
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert HOSTILE_NAME in json.dumps(doc, ensure_ascii=False) or HOSTILE_NAME in doc["models"]
 
 
 def test_json_and_csv_exports_carry_the_numbers_of_the_page(handmade, tmp_path, capsys):

@@ -59,8 +59,8 @@ def test_panels_hold_the_figures_next_to_the_published_ones(tmp_path):
     assert "<td>1</td><td>0.500 [0.473, 0.527]</td><td>0.900 [0.882, 0.915]</td>" in html  # layer 1, every t
     md = render(load_output(str(tmp_path / "out")), "md")
     assert "## What free generation still carries (decodability)" in md
-    assert "| detail | 0.550 | 0.570 | 0.040 | 0.900 | 0.300 | 0.250 | yes |" in md
-    assert "| translation | 0.450 | 0.600 | 0.150 | — | — | — | no |" in md
+    assert "| `detail` | 0.550 | 0.570 | 0.040 | 0.900 | 0.300 | 0.250 | yes |" in md
+    assert "| `translation` | 0.450 | 0.600 | 0.150 | — | — | — | no |" in md
     assert "| 0 | 0.500 [0.473, 0.527] | 0.700 [0.674, 0.724] | 0.812 [0.790, 0.833] |" in md
     assert "](plots/" in md and "<svg" not in md  # curves as separate files (GitHub strips inline SVG)
 
