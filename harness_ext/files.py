@@ -35,11 +35,65 @@ _UMASK = _umask()
 
 
 # ---------------------------------------------------------------------------- writing
+def _file_in_the_way(path: str) -> str | None:
+    """The first existing component above ``path`` that is not a folder, or None."""
+    parts = os.path.abspath(path).split(os.sep)
+    for i in range(2, len(parts)):
+        above = os.sep.join(parts[:i]) or os.sep
+        if os.path.lexists(above) and not os.path.isdir(above):
+            return above
+    return None
+
+
 def _cannot_write(path: str, exc: OSError) -> DriftUsageError:
     reason = exc.strerror or type(exc).__name__
+    blocker = _file_in_the_way(path)
     if isinstance(exc, IsADirectoryError) or os.path.isdir(path):
         reason = "a folder is in the way"
+    elif blocker is not None:
+        reason = f"{blocker} is a file, not a folder"
     return DriftUsageError(f"cannot write {path}: {reason}; give a writable path")
+
+
+def _nearest_folder(path: str) -> str:
+    folder = os.path.dirname(os.path.abspath(path))
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    return folder
+
+
+def check_output_file(path: str, what: str) -> str:
+    """``path`` (absolute) once it is known a file can be written there: not a folder, no
+    file where one of its folders should be, and the nearest existing folder writable.
+    Otherwise one ``DriftUsageError`` line naming ``what`` (an option: ``-o``,
+    ``--junit-xml``...). Checked before any work, so that nothing is computed for a path
+    that cannot take it."""
+    path = os.path.abspath(path)
+    blocker = _file_in_the_way(path)
+    if os.path.isdir(path):
+        raise DriftUsageError(f"{what} {path} is a folder: give a file")
+    if blocker is not None:
+        raise DriftUsageError(f"{what} {path}: {blocker} is a file, not a folder")
+    folder = _nearest_folder(path)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise DriftUsageError(f"{what} {path}: the folder {folder} is not writable")
+    return path
+
+
+def check_output_folder(path: str, what: str) -> str:
+    """``path`` (absolute) once it is known to be a folder that can be made or written: not
+    a file, no file where one of the folders above it should be, the nearest existing
+    folder writable; otherwise one ``DriftUsageError`` line naming ``what``."""
+    path = os.path.abspath(path)
+    blocker = _file_in_the_way(path)
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise DriftUsageError(f"{what} {path} is a file: give a folder")
+    if blocker is not None:
+        raise DriftUsageError(f"{what} {path}: {blocker} is a file, not a folder")
+    folder = path if os.path.isdir(path) else _nearest_folder(path)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise DriftUsageError(f"{what} {path}: the folder {folder} is not writable")
+    return path
 
 
 @contextmanager

@@ -81,6 +81,8 @@ def check_model_file(path: str | None = None) -> str:
     lid.176 size must have its published checksum; any other file is opened once in a
     separate process first. Raises ``LanguageModelMissing`` (one line) otherwise."""
     path = path or _model_path or default_model_path()
+    if os.path.isdir(path):
+        raise LanguageModelMissing(f"fastText language model {path} is a folder, not a lid.176 file ({_FIX})")
     if not os.path.isfile(path):
         raise LanguageModelMissing(f"fastText language model file not found: {path} ({_FIX})")
     st = os.stat(path)

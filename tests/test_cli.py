@@ -168,15 +168,19 @@ def test_bundled_scenes_rejects_what_the_set_does_not_hold(scenes, axes, needle)
     assert needle in exc.value.message
 
 
-def test_model_dir_is_the_folder_given_its_gguf_conversion_or_the_bundled_model(monkeypatch):
+def test_model_dir_is_the_folder_given_its_gguf_conversion_or_the_bundled_model(monkeypatch, tmp_path):
     from drift_eval.cli.shared import model_dir
     from drift_eval.plugin import local_models
 
     monkeypatch.setattr(local_models, "smollm2_dir", lambda: "/bundled")
     monkeypatch.setattr(local_models, "cached_from_gguf", lambda folder, name: f"/converted/{folder}/{name}")
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
     assert model_dir(argparse.Namespace(model=None, gguf_file=None)) == "/bundled"
-    assert model_dir(argparse.Namespace(model="/models/m", gguf_file=None)) == "/models/m"
-    assert model_dir(argparse.Namespace(model="m", gguf_file="q8.gguf")) == "/converted/m/q8.gguf"
+    assert model_dir(argparse.Namespace(model=str(folder), gguf_file=None)) == str(folder)
+    assert model_dir(argparse.Namespace(model=str(folder), gguf_file="q8.gguf")) == f"/converted/{folder}/q8.gguf"
+    assert model_dir(argparse.Namespace(model="org/name", gguf_file=None)) == "org/name"  # a hub name
 
 
 @pytest.mark.parametrize("command, args", [

@@ -40,8 +40,10 @@ def run(args) -> int:
                                             seed=args.seed, folds=args.folds, text_window=args.text_window)
     cfg = CompensationConfig.from_label(args.compensation)  # the span is the whole prompt
     scenes, axes = bundled_scenes(args)
-    if args.output and os.path.isdir(args.output):
-        raise DriftUsageError(f"--output {args.output} is a folder: give a .json file")
+    if args.output:
+        from drift_eval.files import check_output_file
+
+        check_output_file(args.output, "--output")
     model, tok = load_model(args, random_init=args.random_init)
     state = install_compensation(model, tok, cfg)
     label = {"model": os.path.basename(os.path.normpath(model_dir(args))), "random_init": bool(args.random_init)}

@@ -27,7 +27,8 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     import datetime
 
-    from drift_eval.files import write_text_atomic
+    from drift_eval.files import check_output_folder, write_text_atomic
+    from drift_eval.metrics import langid
     from drift_eval.plugin.local_models import smollm2_dir
     from drift_eval.settings import parse_settings
 
@@ -35,11 +36,15 @@ def run(args) -> int:
     if len(configs) < 2:
         raise DriftUsageError("--settings needs two settings or more: the demo compares them")
     if args.output:
-        output = os.path.abspath(args.output)
+        output = check_output_folder(args.output, "--output")
         if os.path.isdir(output) and os.listdir(output):
             raise DriftUsageError(f"{output} is not empty: give a new --output folder")
     else:
         output = os.path.abspath(os.path.join("drift-demo", datetime.datetime.now().strftime("%Y%m%d-%H%M%S")))
+    try:  # the runs score with it: a missing or wrong file is found now, not after the first run
+        langid.check_model_file()
+    except langid.LanguageModelMissing as exc:
+        raise DriftUsageError(str(exc)) from None
     report = os.path.join(output, "report.html")
     write_text_atomic(report, "")  # the folder is writable: found out before the first run
     os.remove(report)

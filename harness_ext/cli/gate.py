@@ -16,4 +16,8 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from drift_eval.decide.gate import run_gate
 
+    if args.junit_xml:
+        from drift_eval.files import check_output_file
+
+        check_output_file(args.junit_xml, "--junit-xml")
     return run_gate(args.results, args.policy, junit_xml=args.junit_xml, baseline=args.baseline)

@@ -14,6 +14,10 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from drift_eval.reports.leaderboard import write_leaderboard
 
+    if args.output:
+        from drift_eval.files import check_output_file
+
+        check_output_file(args.output, "-o")
     text = write_leaderboard(args.results, args.output, args.format)
     print(args.output if args.output else text)
     return 0

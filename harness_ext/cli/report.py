@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 
+from drift_eval.errors import DriftUsageError
+
 NAME = "report"
 HELP = "render the comparison of a results folder (HTML, Markdown, JSON, CSV)"
 
@@ -20,7 +22,12 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from drift_eval.reports.render import write_report
 
-    out = args.output or os.path.join(args.results[0], "report.html")
+    from drift_eval.files import check_output_file
+
+    for folder in args.results:  # the input first: the default output goes inside the first folder
+        if not os.path.isdir(folder):
+            raise DriftUsageError(f"results folder not found: {folder}")
+    out = check_output_file(args.output or os.path.join(args.results[0], "report.html"), "-o")
     print(write_report(args.results, out, fmt=args.format, allow_partial=args.partial, policy=args.policy,
                        baseline=args.baseline))
     return 0

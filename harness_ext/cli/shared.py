@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 
 from drift_eval.errors import DriftUsageError
 
@@ -94,8 +95,18 @@ def model_dir(args) -> str:
     if args.model is None:
         return smollm2_dir()
     if args.gguf_file:
+        if not os.path.isdir(args.model):
+            raise DriftUsageError(f"--model {args.model} is not a folder: give the folder that holds --gguf-file")
         return cached_from_gguf(args.model, args.gguf_file)
-    return args.model
+    if os.path.lexists(args.model) and not os.path.isdir(args.model):
+        raise DriftUsageError(f"--model {args.model} is a file: give a model folder (with --gguf-file for a GGUF "
+                              f"file in it)")
+    if os.path.isdir(args.model) and not os.path.isfile(os.path.join(args.model, "config.json")):
+        raise DriftUsageError(f"--model {args.model} is not a model folder (no config.json there): give a "
+                              f"transformers model folder, or the folder of a GGUF file with --gguf-file")
+    if not os.path.isdir(args.model) and (os.path.isabs(args.model) or args.model.startswith((".", "~"))):
+        raise DriftUsageError(f"--model {args.model} not found: give a model folder")
+    return args.model  # a folder, or a Hugging Face hub name (cached, or downloaded where the network allows)
 
 
 def load_model(args, random_init: bool = False):
@@ -109,11 +120,15 @@ def load_model(args, random_init: bool = False):
     if getattr(args, "threads", 0):
         torch.set_num_threads(args.threads)
     folder = model_dir(args)
-    tok = AutoTokenizer.from_pretrained(folder)
-    if random_init:
-        model = untrained_twin(folder)
-    else:
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    try:
+        tok = AutoTokenizer.from_pretrained(folder)
+        if random_init:
+            model = untrained_twin(folder)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    except (OSError, ValueError) as exc:  # a hub name not cached offline, a folder transformers cannot read
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise DriftUsageError(f"cannot load the model {folder} ({first})") from None
     return model.eval(), tok
 
 

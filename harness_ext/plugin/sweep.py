@@ -43,7 +43,7 @@ import time
 
 from drift_eval.decide.results import MANIFEST, converted_gguf, model_name, read_manifest, read_run_file
 from drift_eval.errors import DriftUsageError
-from drift_eval.files import folder_lock, move_aside, write_json_atomic
+from drift_eval.files import check_output_folder, folder_lock, move_aside, write_json_atomic
 from drift_eval.plugin import answer_cache
 from drift_eval.plugin.request_types import CONVERSATION, TYPES
 from drift_eval.settings import int_option, parse_settings
@@ -349,8 +349,7 @@ def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limi
                "gen_kwargs": gen_kwargs or "", "apply_chat_template": bool(apply_chat_template),
                "metadata": meta, "span": span}
     labels = [c.label() for c in configs]
-    if os.path.exists(output) and not os.path.isdir(output):
-        raise DriftUsageError(f"--output {output} is a file: give a folder")
+    check_output_folder(output, "--output")
     with folder_lock(output, "drift-eval sweep"):
         planned = _check_manifest(output, options)
         planned += [lab for lab in labels if lab not in planned]
