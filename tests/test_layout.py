@@ -160,3 +160,8 @@ def test_no_test_imports_from_conftest():
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
                 assert node.module not in ("conftest",) and not (node.module or "").startswith("test_"), path
+
+
+def test_the_readme_fits_in_250_lines():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        assert len(fh.read().splitlines()) <= 250
