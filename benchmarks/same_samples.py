@@ -15,8 +15,9 @@ compare two such runs sample by sample.
   bundled GGUF file (skipped with a note when the server package is not installed).
 
 ``compare`` pairs the samples files of two ``run`` folders by backend and task and checks
-that every sample has the same prompt, answers, hashes and per-sample metrics; it prints
-one line per file and exits 1 when any differs. Run ``run`` before a change (from a
+that every sample has the same prompt, answers, hashes and per-sample metrics (a value
+that only one side records, such as a metric added since, is listed, not counted as a
+difference); it prints one line per file and exits 1 when any differs. Run ``run`` before a change (from a
 checkout of the old code) and after it, then ``compare``.
 """
 from __future__ import annotations
@@ -97,12 +98,18 @@ def compare(before: str, after: str) -> int:
         diffs = []
         if len(a[key]) != len(b[key]):
             diffs.append(f"{len(a[key])} samples against {len(b[key])}")
+        added, removed = set(), set()
         for x, y in zip(a[key], b[key]):
             fields = [k for k in KEYS if x.get(k) != y.get(k)]
-            fields += [k for k in sorted(set(x) | set(y)) if k not in KEYS and k != "doc" and x.get(k) != y.get(k)]
+            fields += [k for k in sorted(set(x) & set(y)) if k not in KEYS and k not in ("doc", "metrics")
+                       and x.get(k) != y.get(k)]
             diffs += [f"doc {x.get('doc_id')}: {k}" for k in fields]
+            added |= set(y) - set(x)
+            removed |= set(x) - set(y)
         detail = f": {', '.join(diffs[:6])}" if diffs else ""
-        print(f"{'DIFFERENT' if diffs else 'same'}: {key[0]} {key[1]} ({len(a[key])} samples){detail}")
+        new = "".join(f"; {what}: {', '.join(sorted(ks))}" for what, ks in (("new per-sample values", added),
+                                                                         ("gone", removed)) if ks)
+        print(f"{'DIFFERENT' if diffs else 'same'}: {key[0]} {key[1]} ({len(a[key])} samples){detail}{new}")
         differing += bool(diffs)
     print(f"{differing} of {len(a.keys() | b.keys())} samples files differ")
     return 1 if differing else 0

@@ -100,7 +100,8 @@ class DriftLM:
         drift = [i for i, r in enumerate(requests) if self._is_drift(r)]
         if not drift:
             return self.lm.generate_until(requests, *args, **kwargs)
-        others = [i for i in range(len(requests)) if i not in set(drift)]
+        ours = set(drift)
+        others = [i for i in range(len(requests)) if i not in ours]
         out = [None] * len(requests)
         if others:  # exactly the call lm-eval makes without the drift tasks
             for i, a in zip(others, self.lm.generate_until([requests[i] for i in others], *args, **kwargs)):
