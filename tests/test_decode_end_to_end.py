@@ -33,7 +33,7 @@ def test_drift_decode_through_lm_eval(tiny_model_dir, tmp_path):
     r = run_drift_eval(["report", out, "-o", report])
     assert r.returncode == 0, r.stderr[-2000:]
     text = report.read_text(encoding="utf-8")
-    assert "## What free generation still carries (decodability)" in text and "| translation | 32 |" in text
+    assert "## What free generation still carries (decodability)" in text and "| `translation` | 32 |" in text
 
 
 def test_drift_decode_on_another_model_names_hf_drift(tiny_model_dir):

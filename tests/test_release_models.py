@@ -50,8 +50,8 @@ def test_compare_gate_leaderboard_and_report_on_two_real_models(real_sweep, twin
     (tmp_path / "gate-in-one.yaml").write_text(policy.read_text().split("\n", 1)[1])  # the baseline: a model
     r = run_drift_eval(["leaderboard", trained, twin_sweep, "-o", tmp_path / "board.md"])
     board = (tmp_path / "board.md").read_text()
-    assert r.returncode == 0 and board.count("| SmolLM2-135M-Instruct.Q4_1 |") == 2
-    assert board.count("| smollm2-random-init |") == 2 and "/root/" not in board.split("\n\n")[1]
+    assert r.returncode == 0 and board.count("| `SmolLM2-135M-Instruct.Q4_1` |") == 2
+    assert board.count("| `smollm2-random-init` |") == 2 and "/root/" not in board.split("\n\n")[1]
 
     r = run_drift_eval(["report", trained, twin_sweep, "-o", tmp_path / "report.html", "--baseline",
                         "SmolLM2-135M-Instruct.Q4_1", "--policy", tmp_path / "gate-in-one.yaml"])
