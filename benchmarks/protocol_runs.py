@@ -4,11 +4,12 @@ The runs themselves are ``drift-eval sweep`` commands (resumable; docs/results/R
 lists them with their wall-clock times). This script does the two steps after:
 
     python benchmarks/protocol_runs.py publish RUN_FOLDER docs/results/NAME
-        copies every results file, and every samples file with its answers cut to an
-        excerpt (a conversation: each assistant turn; a teacher-forced request: each of its
-        continuations; prompts, generation options, per-sample metrics and language timelines
-        kept whole, so the report, its provenance and the paired tests can be rebuilt from
-        what is committed);
+        copies every results file, and every samples file with its generated answers whole
+        (single-turn answers and every turn of a conversation, so a published run can be
+        scored again when a definition changes) and each teacher-forced request's
+        continuations cut to an excerpt (they are the task's bundled data, named by the
+        excerpt and ``prompt_hash``); prompts, generation options, per-sample metrics and
+        language timelines kept whole;
     python benchmarks/protocol_runs.py table docs/results/NAME [...] [--task T --metrics a,b]
         prints a Markdown table per setting: each metric with its 95% interval, and the
         paired difference against ``none`` (interval, p, test) on the same documents;
@@ -63,8 +64,7 @@ from drift_eval.files import atomic_open, read_jsonl, read_text, write_text_atom
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-EXCERPT = 1200  # characters of each answer kept: the start, where compliance shows first
-TURN_EXCERPT = 600  # characters of each assistant turn of a conversation
+TURN_EXCERPT = 600  # characters of each teacher-forced continuation kept
 
 
 def _cut_text(text: str, keep: int) -> str:
@@ -79,26 +79,6 @@ def _json(text, opener: str):
         return json.loads(text)
     except ValueError:
         return None
-
-
-def _conversation(text: str):
-    """A conversation sample's answer is its message list as JSON text; None otherwise."""
-    msgs = _json(text, "[{")
-    ok = isinstance(msgs, list) and all(isinstance(m, dict) and "role" in m and "content" in m for m in msgs)
-    return msgs if ok else None
-
-
-def _cut(resps):
-    """Answers cut to an excerpt; a conversation stays valid JSON, each assistant turn cut."""
-    if isinstance(resps, str):
-        msgs = _conversation(resps)
-        if msgs is None:
-            return _cut_text(resps, EXCERPT)
-        return json.dumps([{**m, "content": _cut_text(str(m["content"]), TURN_EXCERPT)} if m["role"] == "assistant"
-                           else m for m in msgs], ensure_ascii=False)
-    if isinstance(resps, list):
-        return [_cut(r) for r in resps]
-    return resps
 
 
 def _cut_request(args):
@@ -129,8 +109,6 @@ def publish(src: str, dest: str) -> None:
         if name.startswith("samples_") and name.endswith(".jsonl"):
             rows = read_jsonl(path, "samples file")
             for r in rows:
-                r["resps"] = _cut(r.get("resps"))
-                r["filtered_resps"] = _cut(r.get("filtered_resps"))
                 r["arguments"] = _cut_request(r.get("arguments"))
             write_text_atomic(target, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         else:
