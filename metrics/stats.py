@@ -43,6 +43,7 @@ Pure maths on per-sample metric values (numpy and scipy only):
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -169,9 +170,10 @@ def paired_proportion_interval(b, c, n, confidence: float = CONFIDENCE, correcti
     from scipy.stats import norm
 
     z = float(norm.ppf(0.5 + confidence / 2))
+    scalar = all(np.ndim(v) == 0 for v in (b, c, n))
     b, c, n = np.broadcast_arrays(np.asarray(b, dtype=float), np.asarray(c, dtype=float), np.asarray(n, dtype=float))
 
-    def score(delta):
+    def score(delta, b=b, c=c, n=n):
         qa, qb, qc = 2 * n, -b - c + (2 * n - b + c) * delta, -c * delta * (1 - delta)
         p01 = (-qb + np.sqrt(np.maximum(qb * qb - 4 * qa * qc, 0.0))) / (2 * qa)
         num = b - c - n * delta
@@ -180,7 +182,17 @@ def paired_proportion_interval(b, c, n, confidence: float = CONFIDENCE, correcti
         return np.where(num == 0, 0.0, num / np.sqrt(np.maximum(var, 1e-300)))
 
     est = (b - c) / n
-    # the statistic falls as δ grows: bisect each side of the estimate (2**-52 after 52 halvings)
+    if scalar:  # one pair of counts: Brent's method on each side (the statistic falls as δ grows)
+        from scipy.optimize import brentq
+
+        e, edge = float(est), 1 - 1e-15
+
+        def side(target, a, z_end):
+            f = lambda d: float(score(d)) - target  # noqa: E731
+            return z_end if f(z_end) * f(a) > 0 else brentq(f, min(a, z_end), max(a, z_end), xtol=1e-13)
+
+        return (side(z, e, -edge), side(-z, e, edge))
+    # arrays: bisection on every element at once (2**-52 of the range after 52 halvings)
     lo, hi = np.full(est.shape, -1.0), est.copy()
     for _ in range(52):
         mid = (lo + hi) / 2
@@ -192,10 +204,7 @@ def paired_proportion_interval(b, c, n, confidence: float = CONFIDENCE, correcti
         mid = (lo + hi) / 2
         inside = score(mid) >= -z
         lo, hi = np.where(inside, mid, lo), np.where(inside, hi, mid)
-    upper = lo
-    if lower.ndim == 0:
-        return (float(lower), float(upper))
-    return (lower, upper)
+    return (lower, lo)
 
 
 NOT_SIGNIFICANT = "not significant"
@@ -323,6 +332,19 @@ def relative_cost(value: float, baseline: float) -> float:
 POWER = 0.8
 
 
+@functools.lru_cache(maxsize=256)
+def _mcnemar_rejection(n: int, alpha: float) -> np.ndarray:
+    """For m = 0..n discordant pairs, the largest count b one way with P(Bin(m, 1/2) <= b) <
+    alpha/2 (-1: none): the exact McNemar test rejects at b <= lo(m) or b >= m - lo(m)."""
+    from scipy.stats import binom
+
+    m = np.arange(n + 1)
+    lo = binom.ppf(alpha / 2, m, 0.5) - 1
+    lo = np.where(binom.cdf(lo + 1, m, 0.5) < alpha / 2, lo + 1, lo)  # guard against ppf rounding
+    lo.setflags(write=False)
+    return lo
+
+
 def mcnemar_power(n: int, discordance: float, effect: float, alpha: float = ALPHA) -> float:
     """Power of the two-sided exact McNemar test on ``n`` pairs whose share of discordant
     pairs is ``discordance`` and whose difference of proportions is ``effect`` (a
@@ -335,8 +357,7 @@ def mcnemar_power(n: int, discordance: float, effect: float, alpha: float = ALPH
         return 0.0
     q = min(1.0, (1.0 + effect / discordance) / 2.0)
     m = np.arange(n + 1)
-    lo = binom.ppf(alpha / 2, m, 0.5) - 1  # the largest b with P(Bin(m, 1/2) <= b) < alpha/2 (-1: none)
-    lo = np.where(binom.cdf(lo + 1, m, 0.5) < alpha / 2, lo + 1, lo)  # guard against ppf rounding
+    lo = _mcnemar_rejection(int(n), float(alpha))
     reject = np.where(lo >= 0, binom.cdf(lo, m, q) + binom.sf(m - lo - 1, m, q), 0.0)
     return float(np.sum(binom.pmf(m, n, min(1.0, discordance)) * reject))
 
