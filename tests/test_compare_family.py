@@ -52,3 +52,18 @@ def test_one_comparison_is_a_family_of_one(tmp_path, capsys):
     rc, out, _ = _cli(capsys, "compare", "new", "shipped", "--in", root, "--format", "json")
     [row] = json.loads(out)
     assert row["p_adjusted"] == pytest.approx(row["p_value"]) and row["verdict"] == "significant"
+
+
+def test_adjusted_comparisons_say_so_in_their_line(tmp_path):
+    from drift_eval.decide.compare import adjust_comparisons, compare_models
+    from drift_eval.decide.results import load_output
+
+    out = load_output(_board(tmp_path / "board"))
+    rows = compare_models(out, out, "new", "shipped")
+    plain = {c.setting: c for c in rows}
+    assert plain["none"].difference.verdict == "significant" and not plain["none"].difference.adjusted
+    adjusted = {c.setting: c for c in adjust_comparisons(rows)}
+    line = adjusted["none"].describe()
+    assert "p 0.03125 (exact McNemar, n=36), Benjamini–Hochberg-adjusted p 0.0625 over 2, not significant" in line
+    assert adjusted["none"].mde == plain["none"].mde and adjusted["none"].difference.lower == \
+        plain["none"].difference.lower
