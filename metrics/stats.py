@@ -5,18 +5,45 @@ Pure maths on per-sample metric values (numpy and scipy only):
 * ``mean_interval``: the interval of a mean. Binary values (every value 0 or 1) get the
   Wilson score interval (``scipy.stats.binomtest(...).proportion_ci(method="wilson")``);
   other values a seeded percentile bootstrap of the mean (``scipy.stats.bootstrap``).
-* ``paired_difference``: setting minus baseline on the same samples. The difference of means
-  with a seeded paired bootstrap interval (resampling samples, i.e. the per-sample
-  differences), and a two-sided p-value: the exact McNemar test for binary values
-  (``binomtest`` on the discordant pairs), else a paired sign-flip permutation test of the
-  mean difference (``scipy.stats.permutation_test``, ``permutation_type="samples"``; exact
-  when 2**n is at most ``n_resamples``).
-* ``verdict``: ``"significant"`` when p < ``ALPHA`` (0.05), ``"no difference"`` when the
-  difference is 0 (every pair equal, or as many pairs up as down: no direction to call a
-  trend), else ``"trend"``.
+* ``paired_difference``: setting minus baseline on the same samples, with a 95% interval
+  and a two-sided p-value.
+
+  - 0/1 values: the exact McNemar test (``binomtest`` on the discordant pairs) and Tango's
+    score interval for a difference of paired proportions with a continuity correction
+    (``paired_proportion_interval``). Both see the pairs only through ``n`` and the two
+    discordant counts.
+  - other values: a paired sign-flip permutation test of the mean difference
+    (``scipy.stats.permutation_test``, ``permutation_type="samples"``) on the nonzero
+    differences (a zero keeps its value under both signs, so dropping it changes neither
+    the statistic's ordering nor its null distribution): exact whenever their ``k`` sign
+    patterns are few enough (``2**k`` at most ``max(n_resamples, EXACT_PATTERNS)``), else
+    ``n_resamples`` seeded random patterns. The interval is a seeded percentile bootstrap
+    of the mean difference.
+* ``verdict``: ``"significant"`` when p < ``ALPHA`` (0.05); ``"no difference"`` when the
+  difference is 0 (every pair equal, or as many pairs up as down); else ``"not
+  significant"``, which a reader takes with its interval: the data are compatible with
+  no change and with any change the interval holds.
+* ``adjust_family``: the p-values of a family of comparisons adjusted together
+  (Benjamini–Hochberg, ``scipy.stats.false_discovery_control``), each difference keeping
+  its raw p and carrying the adjusted one, its verdict read from the adjusted p. Why BH: a
+  report or ``drift-eval compare`` shows many exploratory comparisons (the report about
+  85) measured on the same answers, so their tests are correlated, mostly positively
+  (several metrics of one answer move together). BH controls the expected share of false
+  discoveries among the differences called significant, and it does so under that
+  positive dependence (Benjamini & Yekutieli 2001, PRDS); Holm controls the chance of any
+  false call under any dependence, but over 85 comparisons it asks the smallest p to be
+  below 0.05/85 ≈ 0.0006 and hides most real effects of a 32- to 68-document run, which is
+  the wrong trade for a table one reads to find what to look at. A release gate is not a
+  family: its rules are written before the run, each is its own decision, and each is
+  judged at its own level (``drift_eval.decide.compare.judge``).
+* ``minimum_detectable_effect``: the smallest difference the test finds at 80% power. For
+  0/1 values (``mde_binary``) the observed disagreement is taken as two-way background
+  and an effect adds one-way flips on top of it (not the best case in which every
+  disagreeing pair moves the effect's way).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -85,28 +112,117 @@ def mcnemar_exact(b: int, c: int) -> float:
     return float(binomtest(int(b), int(b + c), 0.5).pvalue)
 
 
+EXACT_PATTERNS = 2 ** 18  # sign patterns enumerated at most (about a second with scipy's permutation_test)
+
+
 def permutation_p(differences, n_resamples: int = N_RESAMPLES, seed: int = SEED) -> float:
-    """Two-sided sign-flip permutation p-value of the mean of paired differences."""
+    """Two-sided sign-flip permutation p-value of the mean of paired differences.
+
+    Only the ``k`` nonzero differences take part: a zero is the same under both signs, so
+    the mean over all pairs is the mean over the nonzero ones times ``k / n`` for every
+    sign pattern, and the p-value is the same. Their ``2**k`` patterns are enumerated (an
+    exact p, ``scipy.stats.permutation_test`` does so when ``n_resamples >= 2**k``) when
+    ``2**k <= max(n_resamples, EXACT_PATTERNS)``; beyond, ``n_resamples`` seeded random
+    patterns (the p-value then has the floor ``1 / (n_resamples + 1)`` per tail)."""
     from scipy.stats import permutation_test
 
     d = np.asarray(differences, dtype=float)
-    if d.size < 2 or np.all(d == 0):  # one pair: both signs give the same |mean|, p = 1
+    d = d[d != 0]
+    if d.size < 2:  # no pair, or one: both signs give the same |mean|, p = 1
         return 1.0
-    res = permutation_test((d, np.zeros_like(d)), lambda x, y, axis: np.mean(x - y, axis=axis),
-                           permutation_type="samples", alternative="two-sided", n_resamples=n_resamples,
+    patterns = 2 ** d.size
+    exact = patterns <= max(n_resamples, EXACT_PATTERNS)
+    res = permutation_test((d,), lambda x, axis: np.mean(x, axis=axis), permutation_type="samples",
+                           alternative="two-sided", n_resamples=patterns if exact else n_resamples,
                            vectorized=True, random_state=np.random.default_rng(seed))
     return float(res.pvalue)
 
 
+def paired_proportion_interval(b, c, n, confidence: float = CONFIDENCE, correction: float = 1.0):
+    """Tango's score interval for ``p10 − p01``, the difference of two paired proportions,
+    from the discordant counts ``b`` (n10: setting 1, baseline 0) and ``c`` (n01) of ``n``
+    pairs (Tango 1998, Statistics in Medicine 17:891; scalars or numpy arrays of one shape).
+
+    The interval holds every ``δ`` whose score statistic
+    ``(b − c − nδ) / sqrt(n(2 p̃01 + δ(1 − δ)))`` lies within ``±z``, ``p̃01`` being the
+    maximum-likelihood ``p01`` under ``p10 − p01 = δ`` (the root of a quadratic).
+    ``correction`` shrinks ``|b − c − nδ|`` by that many counts (1 by default), so that at
+    ``δ = 0`` the statistic is the continuity-corrected McNemar statistic
+    ``(|b − c| − 1) / sqrt(b + c)`` (Edwards 1948): the interval then excludes 0 only where
+    the exact McNemar test of ``paired_difference`` gives p < 0.05 (checked by enumeration
+    up to 400 discordant pairs: in 18 cases, all with exact p between 0.0487 and 0.05, it
+    keeps 0 while the test rejects; never the other way). Uncorrected (``correction=0``)
+    its bound at 0 is the uncorrected McNemar test, and four discordant pairs all one way
+    (exact p 0.125) would exclude 0.
+
+    Why this interval: it is a function of ``n`` and the discordant counts alone, like the
+    exact test beside it, so an interval never depends on how many documents both runs
+    got right; with no background disagreement (all discordant pairs one way) its far
+    bound is the Wilson bound of a proportion, whose one-sided coverage holds, where
+    Newcombe's hybrid score interval (1998, method 10) uses the correlation of the two
+    margins and undercovers one side there (its bound missed 3–5.5% of the time, not 2.5%,
+    at n = 36–800 with a one-way difference of 0.05–0.2 and a baseline rate of 0.8,
+    simulated), the side a release gate reads; both uncorrected intervals exclude 0 at
+    four discordant pairs all one way. The continuity correction makes the
+    interval conservative at small counts (``tests/test_stats.py`` checks the coverage by
+    simulation and by enumeration). Hand-written: neither scipy nor numpy has an interval
+    for paired proportions."""
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + confidence / 2))
+    scalar = all(np.ndim(v) == 0 for v in (b, c, n))
+    b, c, n = np.broadcast_arrays(np.asarray(b, dtype=float), np.asarray(c, dtype=float), np.asarray(n, dtype=float))
+
+    def score(delta, b=b, c=c, n=n):
+        qa, qb, qc = 2 * n, -b - c + (2 * n - b + c) * delta, -c * delta * (1 - delta)
+        p01 = (-qb + np.sqrt(np.maximum(qb * qb - 4 * qa * qc, 0.0))) / (2 * qa)
+        num = b - c - n * delta
+        num = np.sign(num) * np.maximum(np.abs(num) - correction, 0.0)
+        var = n * (2 * p01 + delta * (1 - delta))
+        return np.where(num == 0, 0.0, num / np.sqrt(np.maximum(var, 1e-300)))
+
+    est = (b - c) / n
+    if scalar:  # one pair of counts: Brent's method on each side (the statistic falls as δ grows)
+        from scipy.optimize import brentq
+
+        e, edge = float(est), 1 - 1e-15
+
+        def side(target, a, z_end):
+            f = lambda d: float(score(d)) - target  # noqa: E731
+            return z_end if f(z_end) * f(a) > 0 else brentq(f, min(a, z_end), max(a, z_end), xtol=1e-13)
+
+        return (side(z, e, -edge), side(-z, e, edge))
+    # arrays: bisection on every element at once (2**-52 of the range after 52 halvings)
+    lo, hi = np.full(est.shape, -1.0), est.copy()
+    for _ in range(52):
+        mid = (lo + hi) / 2
+        above = score(mid) > z
+        lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
+    lower = hi
+    lo, hi = est.copy(), np.ones(est.shape)
+    for _ in range(52):
+        mid = (lo + hi) / 2
+        inside = score(mid) >= -z
+        lo, hi = np.where(inside, mid, lo), np.where(inside, hi, mid)
+    return (lower, lo)
+
+
+NOT_SIGNIFICANT = "not significant"
+
+
 def verdict(p_value: float, difference_is_zero: bool = False, alpha: float = ALPHA) -> str:
+    """``significant`` (p < alpha), ``no difference`` (the difference is 0: no direction to
+    read), else ``not significant`` (read it with the interval)."""
     if difference_is_zero:
         return "no difference"
-    return "significant" if p_value < alpha else "trend"
+    return "significant" if p_value < alpha else NOT_SIGNIFICANT
 
 
 @dataclass(frozen=True)
 class PairedDifference:
-    """``setting − baseline`` over ``n`` paired samples."""
+    """``setting − baseline`` over ``n`` paired samples. ``p_value`` is the test's own;
+    after ``adjust_family``, ``p_adjusted`` is its adjusted p over a family of ``family``
+    comparisons and ``verdict`` is read from it (before: NaN, 0, and the raw p's verdict)."""
     difference: float
     lower: float
     upper: float
@@ -114,6 +230,43 @@ class PairedDifference:
     test: str
     n: int
     verdict: str
+    p_adjusted: float = math.nan
+    family: int = 0
+
+    @property
+    def adjusted(self) -> bool:
+        return self.family > 0
+
+    @property
+    def p_read(self) -> float:
+        """The p the verdict is read from: the adjusted one when there is one."""
+        return self.p_adjusted if self.adjusted else self.p_value
+
+
+ADJUSTMENT = "Benjamini–Hochberg"
+
+
+def adjust_family(differences, alpha: float = ALPHA) -> list:
+    """The differences of one family of comparisons, each with its Benjamini–Hochberg
+    adjusted p-value (``scipy.stats.false_discovery_control``, method ``bh``) and the
+    verdict read from it: a difference is significant only when its adjusted p is below
+    ``alpha`` (an expected share of false discoveries of at most ``alpha`` among those
+    called significant). Raw p-values, intervals and differences are kept as they are; a
+    ``no difference`` stays one. Why BH and not Holm: the module's docstring."""
+    import dataclasses
+
+    from scipy.stats import false_discovery_control
+
+    diffs = list(differences)
+    if not diffs:
+        return []
+    adjusted = false_discovery_control([min(1.0, max(0.0, float(d.p_value))) for d in diffs], method="bh")
+    out = []
+    for d, q in zip(diffs, adjusted):
+        zero = d.verdict == "no difference"
+        out.append(dataclasses.replace(d, p_adjusted=float(q), family=len(diffs),
+                                       verdict=verdict(float(q), zero, alpha)))
+    return out
 
 
 def paired_difference(setting, baseline, confidence: float = CONFIDENCE, n_resamples: int = N_RESAMPLES,
@@ -126,13 +279,14 @@ def paired_difference(setting, baseline, confidence: float = CONFIDENCE, n_resam
         raise ValueError(f"paired values need two equal-length non-empty lists, got {x.shape} and {y.shape}")
     d = x - y
     diff = float(d.mean())
-    lo, hi = _bootstrap_mean(d, confidence, n_resamples, seed) if d.size > 1 else (math.nan, math.nan)
     if is_binary(x) and is_binary(y):
         b = int(np.sum((y == 0) & (x == 1)))
         c = int(np.sum((y == 1) & (x == 0)))
         p, test = mcnemar_exact(b, c), "exact McNemar"
+        lo, hi = paired_proportion_interval(b, c, d.size, confidence) if d.size > 1 else (math.nan, math.nan)
     else:
         p, test = permutation_p(d, n_resamples, seed), "paired permutation"
+        lo, hi = _bootstrap_mean(d, confidence, n_resamples, seed) if d.size > 1 else (math.nan, math.nan)
     zero = math.isclose(diff, 0.0, abs_tol=1e-12)
     return PairedDifference(diff, lo, hi, p, test, int(d.size), verdict(p, zero, alpha))
 
@@ -178,6 +332,19 @@ def relative_cost(value: float, baseline: float) -> float:
 POWER = 0.8
 
 
+@functools.lru_cache(maxsize=256)
+def _mcnemar_rejection(n: int, alpha: float) -> np.ndarray:
+    """For m = 0..n discordant pairs, the largest count b one way with P(Bin(m, 1/2) <= b) <
+    alpha/2 (-1: none): the exact McNemar test rejects at b <= lo(m) or b >= m - lo(m)."""
+    from scipy.stats import binom
+
+    m = np.arange(n + 1)
+    lo = binom.ppf(alpha / 2, m, 0.5) - 1
+    lo = np.where(binom.cdf(lo + 1, m, 0.5) < alpha / 2, lo + 1, lo)  # guard against ppf rounding
+    lo.setflags(write=False)
+    return lo
+
+
 def mcnemar_power(n: int, discordance: float, effect: float, alpha: float = ALPHA) -> float:
     """Power of the two-sided exact McNemar test on ``n`` pairs whose share of discordant
     pairs is ``discordance`` and whose difference of proportions is ``effect`` (a
@@ -190,23 +357,35 @@ def mcnemar_power(n: int, discordance: float, effect: float, alpha: float = ALPH
         return 0.0
     q = min(1.0, (1.0 + effect / discordance) / 2.0)
     m = np.arange(n + 1)
-    lo = binom.ppf(alpha / 2, m, 0.5) - 1  # the largest b with P(Bin(m, 1/2) <= b) < alpha/2 (-1: none)
-    lo = np.where(binom.cdf(lo + 1, m, 0.5) < alpha / 2, lo + 1, lo)  # guard against ppf rounding
+    lo = _mcnemar_rejection(int(n), float(alpha))
     reject = np.where(lo >= 0, binom.cdf(lo, m, q) + binom.sf(m - lo - 1, m, q), 0.0)
     return float(np.sum(binom.pmf(m, n, min(1.0, discordance)) * reject))
 
 
 def mde_binary(n: int, discordance: float, alpha: float = ALPHA, power: float = POWER) -> float:
     """The smallest difference of proportions that the exact McNemar test detects with
-    probability ``power`` on ``n`` paired 0/1 values, for the observed share of discordant
-    pairs (an effect of size d needs at least d of them discordant, so the share used is
-    ``max(discordance, d)``). ``inf`` when no effect up to 1 reaches that power."""
-    def pw(d):
-        return mcnemar_power(n, max(discordance, d), d, alpha)
+    probability ``power`` on ``n`` paired 0/1 values whose share of discordant pairs is
+    ``discordance``.
 
-    if pw(1.0) < power:
+    The observed disagreement is taken as two-way background (runs that disagree on a
+    document as often one way as the other), and an effect ``d`` adds ``d`` of one-way
+    flips on top of it: discordant share ``b + d``, of which a pair goes the effect's way
+    with probability ``(b/2 + d) / (b + d)`` (``b`` = ``discordance``; the difference of
+    proportions is then ``d``). With no disagreement observed this is the one-way case (an
+    effect needs ``d`` of the pairs discordant, all its way). ``inf`` when no effect up to
+    ``1 − b`` reaches that power (``b + d`` cannot exceed 1). Not the best case of taking
+    ``max(b, d)`` discordant pairs all one way, which assumes the background disagreement
+    itself moves the effect's way and understates the MDE (n = 36: 0.21 where two-way
+    backgrounds of 0.1 and 0.2 give 0.29 and 0.35)."""
+    b = min(max(float(discordance), 0.0), 1.0)
+
+    def pw(d):
+        return mcnemar_power(n, min(1.0, b + d), d, alpha)
+
+    top = 1.0 - b
+    if top <= 0 or pw(top) < power:
         return math.inf
-    lo, hi = 0.0, 1.0
+    lo, hi = 0.0, top
     for _ in range(40):
         mid = (lo + hi) / 2
         lo, hi = (lo, mid) if pw(mid) >= power else (mid, hi)
@@ -238,7 +417,8 @@ def mde_mean(n: int, sd: float, alpha: float = ALPHA, power: float = POWER) -> f
 
 def minimum_detectable_effect(setting, baseline, alpha: float = ALPHA, power: float = POWER) -> float:
     """The minimum detectable effect at ``power`` for these paired values, with the test
-    ``paired_difference`` uses: exact McNemar for 0/1 values (at the observed discordance),
+    ``paired_difference`` uses: exact McNemar for 0/1 values (``mde_binary``: the observed
+    discordance as two-way background, the effect's flips one way on top),
     else the t approximation of the paired permutation test (at the observed standard
     deviation of the differences; when every difference is 0, at the baseline values'
     standard deviation, as if the pairs were correlated 0.5)."""

@@ -5,7 +5,7 @@ samples_<task>_<date>.jsonl), so the one loader reads them like real runs.
 Known answers (``write_output``, one model, ``tiny`` by default):
 * drift_french_single, 20 docs: ``none`` fully French on docs 0-9 (10/20), ``log:0.25`` on
   all 20 (ten 0 -> 1 flips: exact McNemar p = 2/1024, significant), ``const:0.25`` on docs
-  0-11 (two flips: p = 0.5, trend). ``french_shift`` moves every count down (a worse model).
+  0-11 (two flips: p = 0.5, not significant). ``french_shift`` moves every count down (a worse model).
   Language timelines of 4 segments: a French doc stays French; a drifted doc ``d`` leaves
   at segment ``d % 3`` (0-based), doc 10 at once.
 * doc 10's ``none`` answer (a drifted one, shown as an excerpt and in the audit strip)

@@ -40,7 +40,7 @@ def test_loader_reads_settings_intervals_and_pooled_group(handmade):
     assert (m.lower, m.upper) == pytest.approx((0.2993, 0.7007), abs=1e-4)  # Wilson 10/20
     d = out.compare("drift_french_single", "fully_french", "log:0.25")
     assert d.difference == pytest.approx(0.5) and d.p_value == pytest.approx(2 / 1024) and d.verdict == "significant"
-    assert out.compare("drift_french_single", "fully_french", "const:0.25").verdict == "trend"
+    assert out.compare("drift_french_single", "fully_french", "const:0.25").verdict == "not significant"
     g = out.metric("drift_french", "drift_score", "none")  # pooled from both tasks' samples
     assert len(g.per_sample) == 24 and g.value == pytest.approx(sum(g.per_sample.values()) / 24)
     assert "drift_french_single/fully_french under none: 0.5000" in repr(m)

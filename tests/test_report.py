@@ -54,7 +54,7 @@ def test_context_has_known_comparisons_costs_and_curves(handmade):
     assert ff.difference == pytest.approx(0.5) and ff.verdict == "significant" and ff.test == "exact McNemar"
     assert blocks["log:0.25 − none"][("drift_french_multiturn", "mean_words")]["d"].test == "paired permutation"
     const = blocks["const:0.25 − none"][("drift_french_single", "fully_french")]
-    assert const["d"].verdict == "trend" and const["mde"] == "0.366"  # 2 of 20 discordant: stats.mde_binary(20, 0.1)
+    assert const["d"].verdict == "not significant" and const["mde"] == "0.460"  # 2 of 20 discordant, as two-way background: stats.mde_binary(20, 0.1)
     summary = {t["task"]: t for t in sec["summary"]["tables"]}
     assert list(summary)[:3] == ["drift_french", "drift_french_single", "drift_french_multiturn"]  # the group first
     costs = {r["run"]: r["cost"]["cost"] for r in summary["drift_ppl"]["rows"]}
@@ -126,8 +126,10 @@ def test_headline_table_and_what_it_supports(handmade, tmp_path):
     [table] = _sections(ctx)["headline"]["tables"]
     [sentence] = table["readings"][0]["sentences"]
     assert sentence.startswith("log:0.25 changes fully French (drift_french_single) by +0.20 [")
-    assert sentence.endswith(f"(p 0.5) against none: not significant; this sample detects differences of about "
-                             f"{stats.mde_binary(10, 0.2):.2f} or more (80% power).")
+    # 2 of 10 documents disagree, taken as two-way background: no effect up to 0.8 reaches 80% power
+    assert stats.mde_binary(10, 0.2) == float("inf")
+    assert sentence.endswith("(p 0.5) against none: not significant; this sample cannot reliably detect a difference "
+                             "of any size (80% power).")
     html = render(load_output(str(root)), "html")
     assert html.index('id="headline"') < html.index("<table") and "Δ +0.20, p 0.5" in html
     assert "0.70 [0.40, 0.89]" in html  # Wilson 7/10, as the headline shows it
@@ -192,7 +194,7 @@ def test_markdown_report_links_separate_svg_files_and_escapes_text(handmade, tmp
     rc, out, _ = _report(capsys, handmade, "-o", tmp_path / "r.md")
     assert rc == 0
     md = (tmp_path / "r.md").read_text()
-    assert "| `drift_french_single` | `fully_french` ↑ | +0.5000 |" in md and "**significant**" in md and "*trend*" in md
+    assert "| `drift_french_single` | `fully_french` ↑ | +0.5000 |" in md and "**significant**" in md and "*not significant*" in md
     assert "<svg" not in md  # GitHub strips inline SVG: files instead
     cmarkgfm = pytest.importorskip("cmarkgfm")
     from cmarkgfm.cmark import Options

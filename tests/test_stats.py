@@ -43,10 +43,10 @@ def test_paired_difference_binary_uses_mcnemar_on_discordant_pairs():
     assert r.verdict == "significant" and r.n == 20
     assert r.lower <= 0.5 <= r.upper
     small = stats.paired_difference([1, 1, 0], [0, 1, 0])  # one flip: p = 1
-    assert small.p_value == pytest.approx(1.0) and small.verdict == "trend"
+    assert small.p_value == pytest.approx(1.0) and small.verdict == "not significant"
     same = stats.paired_difference([1, 0], [1, 0])
     assert same.verdict == "no difference" and same.difference == 0
-    # as many pairs up as down: a difference of 0 has no direction, so it is no trend
+    # as many pairs up as down: a difference of 0 has no direction to call
     tie = stats.paired_difference([1, 0, 1, 0], [0, 1, 0, 1])
     assert tie.difference == 0 and tie.p_value == pytest.approx(1.0) and tie.verdict == "no difference"
     tie_cont = stats.paired_difference([0.5, 0.1, 0.3], [0.1, 0.5, 0.3])
@@ -59,7 +59,7 @@ def test_paired_difference_continuous_uses_exact_sign_flip_permutation():
     assert r.test == "paired permutation"
     assert r.difference == pytest.approx(2.0)
     assert r.p_value == pytest.approx(2 / 8)
-    assert r.verdict == "trend"
+    assert r.verdict == "not significant"
     big = stats.paired_difference(np.arange(12) + 1.0, np.zeros(12))
     assert big.p_value == pytest.approx(2 / 4096) and big.verdict == "significant"
 
@@ -83,13 +83,13 @@ def test_difference_from_standard_errors_known_answer():
     assert d.p_value == pytest.approx(0.0339, abs=1e-4)
     assert d.lower == pytest.approx(0.3 - 1.959964 * 0.141421, abs=1e-5)
     assert d.verdict == "significant" and d.n == 20
-    assert stats.difference_from_errors(0.45, 0.1, 0.4, 0.1).verdict == "trend"
+    assert stats.difference_from_errors(0.45, 0.1, 0.4, 0.1).verdict == "not significant"
     assert stats.difference_from_errors(0.4, 0.0, 0.4, 0.0).verdict == "no difference"
 
 
 def test_a_single_pair_is_never_significant():
     d = stats.paired_difference([0.7], [0.2])
-    assert d.p_value == 1.0 and d.test == "paired permutation" and d.verdict == "trend" and d.n == 1
+    assert d.p_value == 1.0 and d.test == "paired permutation" and d.verdict == "not significant" and d.n == 1
 
 
 def test_a_number_is_a_real_number_never_a_bool():

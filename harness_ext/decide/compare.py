@@ -1,16 +1,22 @@
 """A candidate model against a baseline model, on the documents both runs share.
 
-* 0/1 per-sample metrics: the exact McNemar test on the discordant pairs; other per-sample
-  metrics (rates, per-turn values): the paired sign-flip permutation test; the difference
-  ``candidate − baseline`` with a seeded paired bootstrap 95% interval
-  (``drift_eval.metrics.stats.paired_difference``). Documents pair by ``doc_id`` and must
-  hold the same document (``doc_hash``) in both runs.
+* 0/1 per-sample metrics: the exact McNemar test on the discordant pairs, and Tango's
+  score interval (continuity-corrected) for the difference of paired proportions; other
+  per-sample metrics (rates, per-turn values): the paired sign-flip permutation test
+  (exact on the nonzero differences when they are few) and a seeded paired bootstrap 95%
+  interval (``drift_eval.metrics.stats.paired_difference``). Documents pair by ``doc_id``
+  and must hold the same document (``doc_hash``) in both runs.
 * The **minimum detectable effect** (MDE): the smallest difference the test finds with 80%
-  power at this n (exact McNemar power at the observed discordance; the t approximation at
-  the observed spread otherwise). "No significant regression" means "no regression" only
-  when the MDE is below the regression one cares about.
+  power at this n (exact McNemar power with the observed disagreement as two-way
+  background and the effect's flips one way on top; the t approximation at the observed
+  spread otherwise). "No significant regression" means "no regression" only when the MDE
+  is below the regression one cares about.
 * Metrics without per-sample values in both runs (fitted α, runs without
   ``--log_samples``): a z test on the two standard errors, and its MDE.
+* ``adjust_comparisons``: the comparisons one view shows, as one family (Benjamini–Hochberg,
+  ``stats.adjust_family``): ``drift-eval compare`` calls significant only what survives it.
+  ``judge`` (a gate's rule) never adjusts: a policy's rules are written before the run, and
+  each is its own decision at its own level.
 
 ``regression`` is the difference turned so that positive means the candidate is worse
 (by the metric's ``higher_is_better``). Pure Python and scipy, no torch.
@@ -58,9 +64,10 @@ class Comparison:
         d = self.difference
         ci = "" if math.isnan(d.lower) else f" (95% CI [{d.lower:+.4f}, {d.upper:+.4f}])"
         mde = "none up to 1" if math.isinf(self.mde) else f"{self.mde:.4f}"
+        adj = f", {stats.ADJUSTMENT}-adjusted p {d.p_adjusted:.4g} over {d.family}" if d.adjusted else ""
         return (f"{self.where()}: {self.candidate_value:.4f} vs {self.baseline_value:.4f}, difference "
-                f"{d.difference:+.4f}{ci}, p {d.p_value:.4g} ({d.test}, n={d.n}), {d.verdict}; smallest difference "
-                f"detectable at 80% power: {mde}")
+                f"{d.difference:+.4f}{ci}, p {d.p_value:.4g} ({d.test}, n={d.n}){adj}, {d.verdict}; smallest "
+                f"difference detectable at 80% power: {mde}")
 
     __repr__ = describe
 
@@ -134,7 +141,11 @@ def judge(c: Comparison, max_regression: float, on: str = "upper", underpowered:
     2. otherwise, when the minimum detectable effect exceeds the tolerance, the sample
        cannot resolve it: ``underpowered`` (``underpowered: warn`` notes it and goes on);
     3. otherwise the regression's ``on`` value (``value``, ``lower`` or ``upper`` bound)
-       must not exceed the tolerance."""
+       must not exceed the tolerance.
+
+    Each rule is judged on its own comparison's interval, with no family adjustment: a
+    policy is written before the run, so its rules are decisions fixed in advance, not a
+    search through many comparisons for the ones that look different."""
     if c.higher_is_better is None:
         raise DriftUsageError(f"{c.task}/{c.metric} has no direction (higher_is_better): a regression rule needs one")
     value, lower, upper = c.regression
@@ -159,6 +170,16 @@ def judge(c: Comparison, max_regression: float, on: str = "upper", underpowered:
     if observed > max_regression:
         return Judgement("fail", f"{c.where()}: {name} {observed:+.4f} > {tol}: {facts}{note}", c)
     return Judgement("pass", f"{c.where()}: {name} {observed:+.4f} <= {tol}: {facts}{note}", c)
+
+
+def adjust_comparisons(comparisons) -> list:
+    """The comparisons as one family: each with its difference's Benjamini–Hochberg adjusted
+    p and the verdict read from it (``stats.adjust_family``); raw p, interval and MDE kept."""
+    import dataclasses
+
+    comparisons = list(comparisons)
+    adjusted = stats.adjust_family([c.difference for c in comparisons])
+    return [dataclasses.replace(c, difference=d) for c, d in zip(comparisons, adjusted)]
 
 
 def compared_metrics(candidate_run, baseline_run, headline_only: bool = False) -> list:

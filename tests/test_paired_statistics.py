@@ -1,0 +1,241 @@
+"""Paired comparisons that hold up (issue 29): the minimum detectable effect with two-way
+background disagreement, the interval of a difference of paired proportions and its
+coverage, exact sign-flip p-values, the family adjustment and the verdict words. Every
+simulation is seeded and vectorised."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import brentq
+from scipy.stats import binom, norm
+
+from drift_eval.metrics import stats
+
+Z = norm.ppf(0.975)
+
+
+def _exact_mcnemar_p(up, down):
+    """Two-sided exact McNemar p of arrays of discordant counts (as ``binomtest`` gives it)."""
+    m = up + down
+    return np.where(m > 0, np.minimum(1.0, 2 * binom.cdf(np.minimum(up, down), m, 0.5)), 1.0)
+
+
+def _counts(rng, n, p_up, p_down, reps):
+    """Discordant counts (up: setting 1 and baseline 0; down: the other way) of ``reps``
+    simulated paired runs of ``n`` documents."""
+    up, down, _ = rng.multinomial(n, [p_up, p_down, 1 - p_up - p_down], size=reps).T
+    return up, down
+
+
+# ---------------------------------------------------------------- minimum detectable effect
+def test_mde_of_the_issue_two_way_background_at_36_documents():
+    assert round(stats.mde_binary(36, 0.1), 2) == 0.29
+    assert round(stats.mde_binary(36, 0.2), 2) == 0.35
+    # the old best case (every disagreeing pair the effect's way) gave 0.21 for both
+    best_case = brentq(lambda d: stats.mcnemar_power(36, max(0.1, d), d) - 0.8, 0.05, 0.5)
+    assert round(best_case, 2) == 0.21 < stats.mde_binary(36, 0.1)
+    # no disagreement observed: the one-way case, unchanged
+    assert stats.mde_binary(36, 0.0) == pytest.approx(brentq(lambda d: binom.sf(5, 36, d) - 0.8, 1e-6, 1), abs=1e-6)
+    assert stats.mde_binary(36, 1.0) == math.inf  # every pair disagrees already: no room for an effect
+    assert stats.minimum_detectable_effect([1, 1, 1, 0] + [0] * 32, [0, 0, 0, 1] + [0] * 32) == \
+        stats.mde_binary(36, 4 / 36)
+
+
+@pytest.mark.parametrize("n, background", [(36, 0.1), (36, 0.2), (68, 0.1), (200, 0.05)])
+def test_mde_has_80_percent_power_in_simulated_paired_runs(n, background):
+    """Runs that disagree on a share ``background`` of documents, as often one way as the
+    other, plus a one-way effect of the size the MDE gives: the exact McNemar test rejects
+    in 80% of them (simulated, 20000 runs: standard error 0.003). At the old best-case MDE
+    it rejects far less often."""
+    rng = np.random.default_rng(29)
+    mde = stats.mde_binary(n, background)
+    up, down = _counts(rng, n, background / 2 + mde, background / 2, 20000)
+    assert stats.mcnemar_exact(int(up[0]), int(down[0])) == pytest.approx(_exact_mcnemar_p(up[:1], down[:1])[0])
+    power = np.mean(_exact_mcnemar_p(up, down) < 0.05)
+    assert power == pytest.approx(0.8, abs=0.015)
+    best = brentq(lambda d: stats.mcnemar_power(n, max(background, d), d) - 0.8, 1e-3, 0.9)
+    up, down = _counts(rng, n, background / 2 + best, background / 2, 20000)
+    assert np.mean(_exact_mcnemar_p(up, down) < 0.05) < 0.7
+
+
+# ---------------------------------------------------------------- interval of paired proportions
+def _score(b, c, n, delta, correction):
+    """Tango's score statistic, written out once more for a scalar root finder."""
+    qa, qb, qc = 2 * n, -b - c + (2 * n - b + c) * delta, -c * delta * (1 - delta)
+    p01 = (-qb + math.sqrt(qb * qb - 4 * qa * qc)) / (2 * qa)
+    num = b - c - n * delta
+    num = math.copysign(max(abs(num) - correction, 0.0), num)
+    return num / math.sqrt(n * (2 * p01 + delta * (1 - delta)))
+
+
+def test_paired_proportion_interval_known_answers():
+    # no discordant pair, uncorrected: the score bound solves n·δ / (1 − δ) = z², δ = z² / (n + z²)
+    lo, hi = stats.paired_proportion_interval(0, 0, 50, correction=0)
+    assert (lo, hi) == pytest.approx((-Z * Z / (50 + Z * Z), Z * Z / (50 + Z * Z)), abs=1e-12)
+    # corrected: (nδ − 1)² = z² nδ (1 − δ), the root of (n² + z²n) δ² − (2n + z²n) δ + 1 = 0 above 1/n
+    n = 50
+    roots = np.roots([n * n + Z * Z * n, -(2 * n + Z * Z * n), 1])
+    assert stats.paired_proportion_interval(0, 0, n)[1] == pytest.approx(max(roots), abs=1e-12)
+    # all discordant pairs one way, uncorrected: the far bound is the Wilson bound of b / n
+    for b, n in [(4, 32), (10, 68), (37, 200)]:
+        assert stats.paired_proportion_interval(b, 0, n, correction=0)[1] == \
+            pytest.approx(stats.wilson_interval(b, n)[1], abs=1e-10)
+    # every bound is a root of the score statistic (found here by brentq), both corrections
+    for b, c, n in [(4, 0, 32), (7, 2, 36), (1, 9, 20), (30, 12, 68), (0, 3, 200)]:
+        for corr in (0.0, 1.0):
+            lo, hi = stats.paired_proportion_interval(b, c, n, correction=corr)
+            est = (b - c) / n
+            assert lo == pytest.approx(brentq(lambda d: _score(b, c, n, d, corr) - Z, -1 + 1e-9, est), abs=1e-9)
+            assert hi == pytest.approx(brentq(lambda d: _score(b, c, n, d, corr) + Z, est, 1 - 1e-9), abs=1e-9)
+    # vectorised: arrays give the scalars' bounds
+    lo, hi = stats.paired_proportion_interval(np.array([4, 7]), np.array([0, 2]), np.array([32, 36]))
+    assert (lo[1], hi[1]) == pytest.approx(stats.paired_proportion_interval(7, 2, 36))
+
+
+def test_four_conversations_all_one_way_of_32_keep_zero_in_the_interval():
+    """The Qwen case: 4 of 32 conversations change, all one way; exact McNemar p = 0.125, so
+    the interval must not exclude 0 (the percentile bootstrap did, and an uncorrected score
+    interval would too: its statistic at 0 is 4 / sqrt(4) = 2 > 1.96)."""
+    base = [0] * 4 + [1] * 20 + [0] * 8
+    sett = [1] * 4 + [1] * 20 + [0] * 8
+    d = stats.paired_difference(sett, base)
+    assert d.p_value == pytest.approx(0.125) and d.verdict == "not significant"
+    assert d.difference == pytest.approx(4 / 32) and d.lower < 0 < d.difference < d.upper
+    assert stats.paired_proportion_interval(4, 0, 32, correction=0)[0] > 0
+    # it depends on the discordant counts only, not on how the concordant pairs split
+    other = stats.paired_difference([1] * 4 + [0] * 28, [0] * 32)
+    assert (other.lower, other.upper, other.p_value) == (d.lower, d.upper, d.p_value)
+
+
+def test_the_interval_excludes_zero_only_where_the_exact_test_rejects():
+    """Enumerated over every split of up to 200 discordant pairs: a corrected interval that
+    excludes 0 always has exact McNemar p < 0.05; it keeps 0 with p < 0.05 only in the few
+    splits at the test's edge (p above 0.0487)."""
+    m = np.concatenate([np.full(k + 1, k) for k in range(1, 201)])
+    b = np.concatenate([np.arange(k + 1) for k in range(1, 201)])
+    c = m - b
+    lo, hi = stats.paired_proportion_interval(b, c, 400)
+    p = _exact_mcnemar_p(b, c)
+    excludes = (lo > 0) | (hi < 0)
+    assert not np.any(excludes & (p >= 0.05))
+    kept = ~excludes & (p < 0.05)
+    assert np.all(p[kept] > 0.0487) and kept.sum() <= 12
+
+
+CELLS = [  # (n, p_up, p_down): small discordance, one way and two way
+    (20, 0.05, 0.0), (32, 0.0, 0.0), (32, 0.03, 0.03), (32, 0.1, 0.0), (36, 0.05, 0.05), (68, 0.02, 0.0),
+    (68, 0.1, 0.03), (100, 0.01, 0.01), (200, 0.02, 0.0), (200, 0.05, 0.05), (400, 0.01, 0.0),
+]
+
+
+def test_the_interval_covers_95_percent_at_small_discordance():
+    """Simulated coverage of the true difference ``p_up − p_down`` (4000 seeded runs per
+    cell, standard error 0.0034): never below 93%, and (one-sided, the side a gate reads)
+    the bound misses on each side at most 3% of the time."""
+    rng = np.random.default_rng(1998)
+    for n, pu, pd in CELLS:
+        up, down = _counts(rng, n, pu, pd, 4000)
+        lo, hi = stats.paired_proportion_interval(up, down, n)
+        true = pu - pd
+        assert np.mean((lo <= true) & (true <= hi)) >= 0.93, (n, pu, pd)
+        assert np.mean(hi < true) <= 0.03 and np.mean(lo > true) <= 0.03, (n, pu, pd)
+
+
+def test_exact_coverage_by_enumeration_at_32_documents():
+    """Every outcome of 32 pairs weighed by its probability (no simulation): coverage at
+    least 95% wherever the discordant pairs are few (both shares up to 0.15)."""
+    n = 32
+    up, down = np.array([(i, j) for i in range(n + 1) for j in range(n + 1 - i)]).T
+    lo, hi = stats.paired_proportion_interval(up, down, n)
+    from scipy.stats import multinomial
+
+    worst = 1.0
+    for pu, pd in itertools.product([0.0, 0.01, 0.03, 0.05, 0.1, 0.15], repeat=2):
+        pmf = multinomial.pmf(np.stack([up, down, n - up - down], axis=1), n, [pu, pd, 1 - pu - pd])
+        true = pu - pd
+        worst = min(worst, float(np.sum(pmf[(lo <= true + 1e-12) & (true - 1e-12 <= hi)])))
+    assert worst >= 0.95
+
+
+# ---------------------------------------------------------------- exact sign-flip permutation
+def _enumerated_p(d):
+    """Two-sided sign-flip p by explicit enumeration of every sign pattern of all values."""
+    d = np.asarray(d, dtype=float)
+    obs = abs(d.mean())
+    means = [abs(np.dot(signs, d)) / d.size for signs in itertools.product((1, -1), repeat=d.size)]
+    return np.mean([m >= obs * (1 - 1e-12) for m in means])
+
+
+@pytest.mark.parametrize("d", [
+    [0, 0, 1.5, -0.5, 2, 0, 3, -1],
+    [0.25, 0, 0, 0, 0.25, 0.5, 0, -0.25, 0, 0, 0.75],
+    [1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0],
+    [-0.2, 0.1, 0.3, 0.0, 0.4, -0.1, 0.6, 0.2, 0.0, 0.5],
+])
+def test_permutation_p_is_the_enumerated_exact_p(d):
+    assert stats.permutation_p(d) == pytest.approx(_enumerated_p(d), rel=1e-12)
+    nonzero = [v for v in d if v != 0]
+    assert _enumerated_p(nonzero) == pytest.approx(_enumerated_p(d))  # zeros change nothing
+
+
+def test_exact_values_below_the_resampling_floor():
+    """32 conversations: the Qwen-like case (4 change, all one way) is exactly 2/16 = 0.125;
+    the re-injection-like case (18 change, all one way, 14 unchanged) is exactly 2/2^18 =
+    7.6e-6, below the 2/10000 = 0.0002 that 9,999 random sign patterns can reach; beyond
+    2^18 patterns the p-value is Monte Carlo again, with its floor."""
+    qwen = [0.25, 0.125, 0.5, 0.25] + [0.0] * 28
+    assert stats.permutation_p(qwen) == pytest.approx(0.125, rel=1e-12)
+    reinject = list(np.linspace(0.1, 0.9, 18)) + [0.0] * 14
+    p = stats.permutation_p(reinject)
+    assert p == pytest.approx(2 / 2 ** 18, rel=1e-9) and p < 2 / (stats.N_RESAMPLES + 1)
+    assert stats.paired_difference(np.array(qwen) + 0.1, [0.1] * 32).p_value == pytest.approx(0.125)
+    many = [0.5] * 19 + [0.0] * 13  # 2^19 patterns: sampled, floored at 1/(9999 + 1) per tail
+    assert stats.permutation_p(many) == pytest.approx(2 / (stats.N_RESAMPLES + 1))
+
+
+# ---------------------------------------------------------------- family adjustment and verdicts
+def _difference(p, diff=0.1):
+    return stats.PairedDifference(diff, diff - 0.1, diff + 0.1, p, "exact McNemar", 36,
+                                  stats.verdict(p, diff == 0))
+
+
+def test_adjust_family_is_benjamini_hochberg_by_hand():
+    # ranks of 0.005, 0.01, 0.03, 0.04, 0.5: p·5/rank = 0.025, 0.025, 0.05, 0.05, 0.5, then the
+    # running minimum from the largest p down: 0.025, 0.025, 0.05, 0.05, 0.5
+    raw = [0.01, 0.04, 0.03, 0.005, 0.5]
+    out = stats.adjust_family([_difference(p) for p in raw])
+    assert [d.p_adjusted for d in out] == pytest.approx([0.025, 0.05, 0.05, 0.025, 0.5])
+    assert [d.p_value for d in out] == raw and all(d.family == 5 and d.adjusted for d in out)
+    assert [d.verdict for d in out] == ["significant", "not significant", "not significant", "significant",
+                                        "not significant"]
+    assert [_difference(p).verdict for p in raw] == ["significant"] * 4 + ["not significant"]  # unadjusted
+    assert out[1].p_read == 0.05 and _difference(0.04).p_read == 0.04
+    # a difference of 0 keeps its reading, and takes its place in the family
+    zero = stats.adjust_family([_difference(1.0, diff=0.0), _difference(0.001)])
+    assert [d.verdict for d in zero] == ["no difference", "significant"]
+    assert zero[1].p_adjusted == pytest.approx(0.002)
+    assert stats.adjust_family([]) == []
+
+
+def test_verdict_words():
+    assert stats.verdict(0.01) == "significant"
+    assert stats.verdict(0.05) == stats.verdict(1.0) == "not significant"  # p = 1 promises no direction
+    assert stats.verdict(1.0, difference_is_zero=True) == "no difference"
+
+
+@pytest.mark.parametrize("n", [36, 68, 200])
+def test_a_regression_at_the_tolerance_is_passed_at_most_2_5_percent_of_the_time(n):
+    """A gate rule ``on: upper`` passes when the regression's upper 95% bound is within the
+    tolerance. With the true regression equal to the tolerance, that happens with
+    probability at most 2.5% (every outcome enumerated, no simulation), with and without
+    two-way background disagreement; the percentile bootstrap passed 6.7% at n = 200."""
+    from scipy.stats import multinomial
+
+    worse, better = np.array([(i, j) for i in range(n + 1) for j in range(n + 1 - i)]).T  # down, up
+    lo, _ = stats.paired_proportion_interval(better, worse, n)
+    for tol in (0.05, 0.1, 0.15, 0.2):
+        for background in (0.0, 0.1, 0.2):
+            p = [background / 2 + tol, background / 2, 1 - background - tol]
+            pmf = multinomial.pmf(np.stack([worse, better, n - worse - better], axis=1), n, p)
+            assert float(np.sum(pmf[-lo <= tol])) <= 0.025, (tol, background)
