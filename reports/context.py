@@ -20,5 +20,5 @@ def build_context(output, policy: str | None = None, baseline: str | None = None
             sections.append({"id": sid, "title": title, **data})
     return {"root": output.root, "roots": output.roots, "sections": sections, "plots": rep.plots,
             "records": rep.records, "runs": [rep.name(r) for r in output.ordered_runs()], "models": output.models,
-            "gate": gate_outcome(rep), "level": stats.ALPHA,
+            "gate": gate_outcome(rep), "level": stats.ALPHA, "family": rep.family_size,
             "generated": datetime.datetime.now().strftime("%Y-%m-%d %H:%M")}

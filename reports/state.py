@@ -60,6 +60,7 @@ class Report:
         self.baseline, self.baseline_model, self.candidate = resolve_baseline(output, base, candidate)
         self._against_none: dict = {}
         self._against_baseline: dict = {}
+        self.family_size = self._adjust_family()
 
     # ------------------------------------------------------------------ names and records
     def name(self, run) -> str:
@@ -144,10 +145,42 @@ class Report:
                                                                    self.baseline_model, headline_only)
         return self._against_baseline[headline_only]
 
+    def shown_comparisons(self):
+        """(run, task, metric) of every comparison against ``none`` that a section shows: the
+        settings section's metrics (``compared_metrics``) and each task's headline."""
+        from drift_eval.decide.compare import compared_metrics
+
+        for run in self.output.ordered_runs():
+            base = self.output.runs.get((run.model, "none"))
+            if run.setting == "none" or base is None:
+                continue
+            names = compared_metrics(run, base) + [(t, self.headline(t)) for t in run.tasks if self.headline(t)]
+            for task, metric in dict.fromkeys(names):
+                yield run, task, metric
+
+    def _adjust_family(self) -> int:
+        """Every comparison the report shows (each setting against ``none``, the candidate
+        against the baseline) as one family: their p-values adjusted together
+        (``stats.adjust_family``, Benjamini–Hochberg), each verdict read from its adjusted
+        p. The comparisons are computed here once and replaced by their adjusted versions,
+        so every section reads the same verdict. Returns the family's size."""
+        import dataclasses
+
+        changes = [c for run, task, metric in self.shown_comparisons()
+                   if (c := self.against_none(run, task, metric)) is not None]
+        base = {(c.setting, c.task, c.metric): c for full in (False, True) for c in self.against_baseline(full)}
+        adjusted = stats.adjust_family([c["d"] for c in changes] + [c.difference for c in base.values()])
+        for change, d in zip(changes, adjusted):
+            change["d"] = d
+        by_key = {k: dataclasses.replace(c, difference=d) for (k, c), d in zip(base.items(), adjusted[len(changes):])}
+        for full, comps in self._against_baseline.items():
+            self._against_baseline[full] = [by_key[(c.setting, c.task, c.metric)] for c in comps]
+        return len(adjusted)
+
     def record_change(self, section: str, run, task: str, metric: str, change: dict) -> None:
         """The numbers of a comparison, as records (``against``: none, or the baseline model)."""
         d = change["d"]
-        for stat in ("difference", "lower", "upper", "p_value", "n"):
+        for stat in ("difference", "lower", "upper", "p_value", "p_adjusted", "n"):
             self.record(section, run, task, metric, stat, getattr(d, stat), against=change["against"])
         self.record(section, run, task, metric, "mde", change["mde"], against=change["against"])
 

@@ -27,18 +27,24 @@ def _md(cell: bool = False):
     return lambda s: Markup(inert.markdown(s, cell=cell))
 
 
+def pval(p) -> str:
+    return "—" if not (isinstance(p, float) and math.isfinite(p)) else "< 0.0001" if p < 1e-4 else f"{p:.4f}"
+
+
 def environment():
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters["num"] = lambda v, d=4: (f"{v:.{d}f}" if isinstance(v, (int, float)) and math.isfinite(v) else "—")
-    env.filters["pval"] = lambda p: "< 0.0001" if p < 1e-4 else f"{p:.4f}"
+    env.filters["pval"] = pval
+    env.filters["padj"] = lambda d: pval(d.p_adjusted) if d.adjusted else "—"
     env.filters["pct"] = lambda v: f"{v * 100:+.1f}%" if isinstance(v, float) and math.isfinite(v) else "—"
     env.filters["short"] = text.short
     env.filters["signed"] = text.signed
     env.filters["interval"] = text.interval
     env.filters["p"] = text.pvalue
+    env.filters["pboth"] = text.p_both
     env.filters["estimate"] = lambda c: text.estimate(c["value"], c["lower"], c["upper"], c.get("percent", False))
     env.filters["delta"] = text.delta
     env.filters["breakable"] = _breakable

@@ -54,13 +54,20 @@ def pvalue(p) -> str:
     return f"{p:.2g}" if p < 0.995 else "1"
 
 
+def p_both(d) -> str:
+    """A comparison's p-value, with its family-adjusted one when it has one:
+    ``p 0.041, adjusted 0.52``."""
+    adjusted = f", adjusted {pvalue(d.p_adjusted)}" if getattr(d, "adjusted", False) else ""
+    return f"p {pvalue(d.p_value)}{adjusted}"
+
+
 def change(d, percent: bool = False) -> str:
-    """A paired difference as ``+0.11 [−0.03, +0.25] (p 0.29)``."""
+    """A paired difference as ``+0.11 [−0.03, +0.25] (p 0.29, adjusted 0.6)``."""
     numbers = [abs(x) for x in (d.difference, d.lower, d.upper) if _finite(x)]
     scale = max(numbers) if numbers else None
     ci = (f" [{short(d.lower, True, scale, percent)}, {short(d.upper, True, scale, percent)}]"
           if _finite(d.lower) and _finite(d.upper) else "")
-    return f"{delta(d, percent)}{ci} (p {pvalue(d.p_value)})"
+    return f"{delta(d, percent)}{ci} ({p_both(d)})"
 
 
 def detectable(mde, percent: bool = False) -> str:

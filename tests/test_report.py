@@ -11,6 +11,7 @@ import subprocess
 
 import pytest
 
+from drift_eval.reports import text
 from handmade_results import INJECTED, write_output
 from helpers import png_pixels
 
@@ -77,6 +78,27 @@ def test_context_has_known_comparisons_costs_and_curves(handmade):
     assert ("date", "2026-01-01 00:00 UTC") in sec["provenance"]["common"] and sec["provenance"]["columns"] == []
 
 
+def _bh_by_hand(ctx) -> dict:
+    """Benjamini–Hochberg over every distinct comparison the report records, computed here
+    from the raw p-values: the k-th smallest p times m / k, then the running minimum from the
+    largest down. Also checks that the report recorded exactly these adjusted values."""
+    raw, recorded = {}, {}
+    for r in ctx["records"]:
+        key = (r["model"], r["setting"], r["task"], r["metric"], r.get("against") or r.get("baseline"))
+        if r["statistic"] == "p_value":
+            raw[key] = r["value"]
+        elif r["statistic"] == "p_adjusted":
+            recorded[key] = r["value"]
+    m = len(raw)
+    order = sorted(raw, key=raw.get)
+    out, running = {}, 1.0
+    for k in range(m, 0, -1):
+        running = min(running, raw[order[k - 1]] * m / k)
+        out[order[k - 1]] = running
+    assert ctx["family"] >= m and recorded == pytest.approx(out)
+    return out
+
+
 def test_headline_table_and_what_it_supports(handmade, tmp_path):
     """The first section: per family, model x setting -> each task's headline (the YAMLs'
     headline role) with its interval and its change against none; one reading per model."""
@@ -107,9 +129,13 @@ def test_headline_table_and_what_it_supports(handmade, tmp_path):
     assert alpha["d"].difference == pytest.approx(-0.4) and alpha["css"] == "significant"  # lower α is better
     # the group pools its tasks, so its headline alone is read: 14 and 6 of 24 documents flip, all to French
     [reading] = french["readings"]
+    # const:0.25's raw p 0.031 does not survive the adjustment over the report's comparisons
+    adjusted = _bh_by_hand(ctx)
+    assert adjusted[("tiny", "const:0.25", "drift_french", "drift_score", "none")] > 0.05
+    log = adjusted[("tiny", "log:0.25", "drift_french", "drift_score", "none")]
     assert reading["model"] == "tiny" and reading["sentences"] == [
-        "Against none, drift_score (drift_french) changes significantly (p < 0.05) under const:0.25 by +0.25 "
-        f"{_ci(ctx, 'const:0.25')} (p 0.031); log:0.25 by +0.58 {_ci(ctx, 'log:0.25')} (p 0.00012)."]
+        "Against none, drift_score (drift_french) changes significantly (adjusted p < 0.05) under log:0.25 by +0.58 "
+        f"{_ci(ctx, 'log:0.25')} (p 0.00012, adjusted {text.pvalue(log)}); the other 1 change is not significant."]
     assert tables["position_bias"]["readings"][0]["sentences"] == [
         "The settings cannot be compared on these headlines: they have neither per-sample values nor standard "
         "errors."]
@@ -128,10 +154,12 @@ def test_headline_table_and_what_it_supports(handmade, tmp_path):
     assert sentence.startswith("log:0.25 changes fully French (drift_french_single) by +0.20 [")
     # 2 of 10 documents disagree, taken as two-way background: no effect up to 0.8 reaches 80% power
     assert stats.mde_binary(10, 0.2) == float("inf")
-    assert sentence.endswith("(p 0.5) against none: not significant; this sample cannot reliably detect a difference "
-                             "of any size (80% power).")
+    # a family of one comparison: adjusting leaves its p as it is
+    assert ctx["family"] == 1
+    assert sentence.endswith("(p 0.5, adjusted 0.5) against none: not significant; this sample cannot reliably "
+                             "detect a difference of any size (80% power).")
     html = render(load_output(str(root)), "html")
-    assert html.index('id="headline"') < html.index("<table") and "Δ +0.20, p 0.5" in html
+    assert html.index('id="headline"') < html.index("<table") and "Δ +0.20, p 0.5, adjusted 0.5" in html
     assert "0.70 [0.40, 0.89]" in html  # Wilson 7/10, as the headline shows it
 
 
@@ -306,8 +334,10 @@ def test_two_models_with_baseline_and_policy(two_models, tmp_path, capsys):
     assert worse["sentences"][1].startswith(
         "Against the baseline good, drift_score (drift_french) differs significantly under no setting; the largest "
         "difference is under none, −0.17 [")
-    assert worse["sentences"][1].endswith(f"(p 0.12), and this sample detects differences of about "
-                                          f"{head['c'].mde:.2f} or more (80% power).")
+    adjusted = _bh_by_hand(ctx)[("worse", "none", "drift_french", "drift_score", "good")]
+    assert head["d"].p_adjusted == pytest.approx(adjusted)
+    assert worse["sentences"][1].endswith(f"(p 0.12, adjusted {text.pvalue(adjusted)}), and this sample detects "
+                                          f"differences of about {head['c'].mde:.2f} or more (80% power).")
     assert [r["metric"] for r in sec["baseline"]["rows"] if r["task"] == "drift_french_single"][:2] == [
         "fully_french", "french_fraction"]
     rc, _, err = _report(capsys, two_models, "-o", tmp_path / "x.html", "--baseline", "nobody")

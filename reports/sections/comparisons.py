@@ -40,15 +40,15 @@ def comparison_rows(rep, section: str, comparisons: list) -> list:
     out = []
     for c in comparisons:
         run, d = runs[c.setting], c.difference
-        worse = c.regression[0] > 0
         if d.verdict == "significant":
-            reading = "candidate worse" if worse else "candidate better"
+            reading = ("significant difference" if c.higher_is_better is None  # no direction: neither better nor worse
+                       else "candidate worse" if c.regression[0] > 0 else "candidate better")
         elif d.verdict == "no difference":
             reading = "no difference"
         else:
             reading = "no significant difference"
         underpowered = d.verdict != "significant" and (math.isinf(c.mde) or c.mde > abs(d.difference))
-        for stat in ("difference", "lower", "upper", "p_value", "n"):
+        for stat in ("difference", "lower", "upper", "p_value", "p_adjusted", "n"):
             rep.record(section, run, c.task, c.metric, stat, getattr(d, stat), baseline=c.baseline)
         rep.record(section, run, c.task, c.metric, "mde", c.mde, baseline=c.baseline)
         rep.record(section, run, c.task, c.metric, "candidate value", c.candidate_value, baseline=c.baseline)

@@ -43,8 +43,8 @@ def _shown(rep, run, task, metric, change: dict) -> dict:
     significant = d.verdict == "significant"
     better = (d.difference > 0) == bool(hib) if hib is not None else None
     rep.record_change(SECTION, run, task, metric, change)
-    return {**change, "significant": significant,
-            "css": ("significant" if better in (True, None) else "worse") if significant else "nodiff"}
+    css = {True: "significant", False: "worse", None: "changed"}[better] if significant else "nodiff"
+    return {**change, "significant": significant, "css": css}
 
 
 def _table(rep, family: str, columns: list) -> dict:
@@ -69,7 +69,7 @@ def _table(rep, family: str, columns: list) -> dict:
 
 
 def _verdict(c: dict) -> str:
-    return {"significant": "significant (p < 0.05)", "no difference": "no difference"}.get(c["d"].verdict,
+    return {"significant": "significant (adjusted p < 0.05)", "no difference": "no difference"}.get(c["d"].verdict,
                                                                                            "not significant")
 
 
@@ -91,7 +91,7 @@ def _against_none(label: str, items: list, percent: bool) -> str:
     said = "; ".join(f"{who} by {text.change(c['d'], percent)}" for who, c in sig)
     rest = len(items) - len(sig)
     tail = f"; the other {rest} {'change is' if rest == 1 else 'changes are'} not significant" if rest else ""
-    return f"Against none, {label} changes significantly (p < 0.05) under {said}{tail}."
+    return f"Against none, {label} changes significantly (adjusted p < 0.05) under {said}{tail}."
 
 
 def _against_baseline(label: str, items: list, baseline: str, percent: bool) -> str:
@@ -108,7 +108,7 @@ def _against_baseline(label: str, items: list, baseline: str, percent: bool) -> 
     said = "; ".join(f"under {who} by {text.change(c['d'], percent)}" for who, c in sig)
     rest = len(items) - len(sig)
     tail = f"; the other {rest} {'difference is' if rest == 1 else 'differences are'} not significant" if rest else ""
-    return f"Against the baseline {baseline}, {label} differs significantly (p < 0.05) {said}{tail}."
+    return f"Against the baseline {baseline}, {label} differs significantly (adjusted p < 0.05) {said}{tail}."
 
 
 def _readings(rep, columns: list) -> list:
@@ -146,6 +146,6 @@ def _readings(rep, columns: list) -> list:
 
 def build(rep) -> dict:
     tables = [_table(rep, f, cols) for f, cols in _columns(rep)]
-    return {"tables": tables, "gate": gate_outcome(rep),
+    return {"tables": tables, "gate": gate_outcome(rep), "family": rep.family_size,
             "candidate": rep.candidate, "baseline_model": rep.baseline_model,
             "models": rep.output.models}
