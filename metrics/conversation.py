@@ -27,9 +27,19 @@ def leaked(text: str) -> tuple[int, int]:
     return sum(w in LEAK_LEXICON for w in ws), len(ws)
 
 
+def defined_share(values: list) -> float | None:
+    """The mean of the values that are defined (not None); None when none is."""
+    kept = [v for v in values if v is not None]
+    return sum(kept) / len(kept) if kept else None
+
+
 def score_conversation(replies: list[str], lang: str = "fr", first_turn: int = 1) -> dict:
-    """Per-turn and whole-conversation scores; turns are numbered from ``first_turn``."""
-    french = [float(reply_language(r, lang) == lang) for r in replies]
+    """Per-turn and whole-conversation scores; turns are numbered from ``first_turn``. A
+    reply whose language is unknown is an *undetermined* turn: ``french_turn_k`` is None
+    there, and the conversation's French metrics are taken over its determined turns
+    (None when no turn is determined)."""
+    languages = [reply_language(r, lang) for r in replies]
+    french = [None if x == langid.UNKNOWN else float(x == lang) for x in languages]
     leaks = [leaked(r) for r in replies]
     out = {}
     for i, (fr, (lk, n)) in enumerate(zip(french, leaks)):
@@ -38,10 +48,11 @@ def score_conversation(replies: list[str], lang: str = "fr", first_turn: int = 1
         out[f"leak_turn_{t}"] = 1000.0 * lk / n if n else 0.0
         out[f"words_turn_{t}"] = float(n)
     total_words = sum(n for _, n in leaks)
-    tail = french[-3:]
+    determined = [fr for fr in french if fr is not None]
     out.update(
-        last3_french=sum(tail) / len(tail) if tail else 0.0,
-        all_turns_french=float(bool(french) and all(french)),
+        last3_french=defined_share(french[-3:]),
+        all_turns_french=float(all(determined)) if determined else None,
+        undetermined_share=sum(fr is None for fr in french) / len(french) if french else 1.0,
         leak_per_1000=1000.0 * sum(lk for lk, _ in leaks) / total_words if total_words else 0.0,
         mean_words=total_words / len(replies) if replies else 0.0,
         repetition=sum(repetition(r) for r in replies) / len(replies) if replies else 0.0,

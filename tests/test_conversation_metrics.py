@@ -38,9 +38,23 @@ def test_repetition_rate():
     assert conv.repetition("court") == 0.0
 
 
-def test_empty_replies_do_not_crash():
+def test_empty_replies_are_undetermined_turns():
     s = conv.score_conversation(["", ""])
-    assert s["all_turns_french"] == 0.0 and s["leak_turn_1"] == 0.0 and s["mean_words"] == 0.0
+    assert s["french_turn_1"] is None and s["french_turn_2"] is None
+    assert s["all_turns_french"] is None and s["last3_french"] is None and s["undetermined_share"] == 1.0
+    assert s["leak_turn_1"] == 0.0 and s["mean_words"] == 0.0
+
+
+def test_undetermined_turns_are_neither_french_nor_not():
+    # turns: fr, ?, en, fr, ?, fr, fr, ?  (an empty reply and a reply of punctuation are unknown)
+    replies = [FR, "", EN, FR, "... !!! ???", FR, FR, ""]
+    s = conv.score_conversation(replies)
+    assert [s[f"french_turn_{t}"] for t in range(1, 9)] == [1, None, 0, 1, None, 1, 1, None]
+    assert s["last3_french"] == 1.0  # turns 6-8: French, French, undetermined
+    assert s["all_turns_french"] == 0.0  # over the five determined turns, one is English
+    assert s["undetermined_share"] == 3 / 8
+    held = conv.score_conversation([FR, "", FR])
+    assert held["all_turns_french"] == 1.0 and held["last3_french"] == 1.0 and held["undetermined_share"] == 1 / 3
 
 
 def test_turn_numbering_for_a_single_generated_turn():
