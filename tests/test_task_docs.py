@@ -79,3 +79,23 @@ def test_conflict_docs_carry_the_users_request_at_their_turn():
         messages += [{"role": "user", "content": "q"}, {"role": "assistant", "content": r}]
     scores = utils.process_conflict({"conflict_turn": 5}, [json.dumps(messages)])
     assert scores["french_before_request"] == 1.0 and scores["french_after_request"] == 0.0
+
+
+def test_informational_metrics_have_no_direction():
+    from drift_eval.tasks import metric_catalogue
+
+    cat = metric_catalogue()
+    informational = {
+        "drift_french_single": ["natural_end", "natural_end_share", "answer_tokens", "forced_length",
+                                "natural_end_observed", "undetermined_share", "known_share", "instruction_placement"],
+        "drift_french_multiturn": [f"words_turn_{t}" for t in range(1, 9)] + ["mean_words", "undetermined_share"],
+        "drift_french_multiturn_conflict": ["mean_words", "words_turn_5", "undetermined_share"],
+        "drift_french_multiturn_fixed": ["words_last_turn", "undetermined_share"],
+        "drift_decode_detail": ["trajectories", "samples_per_prompt", "t_centres", "switches_base"],
+        "accessibility": ["eps", "radius_r", "bound_C"],
+    }
+    for task, metrics in informational.items():
+        for m in metrics:
+            assert cat[task][m]["higher_is_better"] is None, (task, m)
+    assert cat["drift_french_single"]["fully_french"]["higher_is_better"] is True
+    assert cat["drift_french_multiturn"]["leak_per_1000"]["higher_is_better"] is False
