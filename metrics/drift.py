@@ -116,21 +116,30 @@ def mean_language_score(scores: list[list[float]]) -> float:
     return sum(flat) / len(flat) if flat else 0.0
 
 
-#: LCB's text normalisation before splitting into lines (its ``compute_metrics.py``): ASCII
-#: punctuation removed, the em dash made a space, "#" and the Arabic comma removed
+#: LCB's text normalisation (``normalize`` in its ``compute_metrics.py``), after the response
+#: is cut at the first "\nQ:" and stripped: ``string.punctuation`` removed (ASCII only; "#"
+#: is one of them), the em dash made a space, the Arabic comma removed
 _LCB_TABLE = str.maketrans({**{c: None for c in string.punctuation}, "\u2014": " ", "\u060c": None})
+
+
+def lcb_lines(text: str, min_tokens: int = 5) -> list[str]:
+    """The lines LCB classifies in a response, as it writes them: the text before the first
+    ``"\nQ:"``, stripped, normalised (``_LCB_TABLE``), split at ``"\n"``, keeping lines of at
+    least ``min_tokens`` whitespace tokens (``str.split``). Nothing else is changed: a
+    no-break space or a tab stays inside the line that goes to fastText."""
+    normal = (text or "").split("\nQ:")[0].strip().translate(_LCB_TABLE)
+    return [ln for ln in normal.split("\n") if len(ln.split()) >= min_tokens]
 
 
 def lcb_line_pass(text: str, lang: str = "fr", threshold: float = 0.3, min_tokens: int = 5) -> float | None:
     """The Language Confusion Benchmark's line-level pass for one response: 1.0 when every
-    line of at least ``min_tokens`` whitespace tokens is labelled ``lang`` by fastText with a
-    probability above ``threshold`` (below it a line is "unknown", which fails), 0.0 when a
-    line fails, ``None`` when no line is long enough (LCB skips such responses)."""
-    lines = [ln for ln in (text or "").split("\n\nQ:")[0].strip().translate(_LCB_TABLE).split("\n")
-             if len(ln.split()) >= min_tokens]
+    line of ``lcb_lines`` is labelled ``lang`` by fastText with a probability above
+    ``threshold`` (at or below it LCB calls a line "unknown", which fails), 0.0 when a line
+    fails, ``None`` when no line is long enough (LCB skips such responses)."""
+    lines = lcb_lines(text, min_tokens)
     if not lines:
         return None
-    preds = langid.predict(lines, k=1)
+    preds = langid.predict(lines, k=1, fold_whitespace=False)
     return float(all(p and p[0][0] == lang and p[0][1] > threshold for p in preds))
 
 

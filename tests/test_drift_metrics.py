@@ -202,3 +202,30 @@ def test_the_group_headline_skips_undetermined_samples():
     undetermined = utils.process_results(doc, ["! " * 50])
     assert "drift_score" not in undetermined and undetermined["fully_french"] is None  # lm-eval's mean skips it
     assert utils.defined_mean([1.0, None, 0.0, 1.0]) == pytest.approx(2 / 3) and utils.defined_mean([None]) is None
+
+
+def test_lcb_lines_are_cut_and_normalised_as_lcb_does():
+    # LCB's normalize(): text.split("\nQ:")[0].strip(), string.punctuation removed, "—" -> " ", "،" removed
+    assert drift.lcb_lines("Le chat dort sur le canapé ce soir.\nQ: The cat sleeps on the sofa tonight.") == [
+        "Le chat dort sur le canapé ce soir"]  # cut at a single line break before "Q:"
+    assert drift.lcb_lines("Oui - - - - merci") == []  # 6 tokens before normalisation, 2 after
+    assert drift.lcb_lines("Le—chat—dort—sur—le—canapé") == ["Le chat dort sur le canapé"]  # one token before
+    assert drift.lcb_lines("  (Le chat #dort, sur le canapé !)  \n\n") == ["Le chat dort sur le canapé "]
+    assert drift.lcb_lines("Le\u00a0chat dort sur le canapé ce soir") == ["Le\u00a0chat dort sur le canapé ce soir"]
+    assert drift.lcb_lines("Le chat « dort » sur le canapé") == ["Le chat « dort » sur le canapé"]  # not ASCII: kept
+    assert drift.lcb_line_pass("Le chat dort sur le canapé ce soir.\nQ: The cat sleeps on the sofa tonight.") == 1.0
+
+
+def test_lcb_line_pass_reads_fasttext_as_lcb_does(monkeypatch):
+    seen = []
+
+    def fake(lines, k=3, fold_whitespace=True):
+        seen.append((list(lines), k, fold_whitespace))
+        return [[("fr", 0.3)] if "seuil" in ln else [("fr", 0.31)] if "juste" in ln else [("en", 0.9)]
+                for ln in lines]
+
+    monkeypatch.setattr(langid, "predict", fake)
+    assert drift.lcb_line_pass("un deux trois quatre juste") == 1.0  # above 0.3 passes
+    assert drift.lcb_line_pass("un deux trois quatre juste\nun deux trois quatre seuil") == 0.0  # 0.3 is "unknown"
+    assert drift.lcb_line_pass("un\u00a0deux trois quatre cinq juste") == 1.0
+    assert seen[-1] == (["un\u00a0deux trois quatre cinq juste"], 1, False)  # the line as LCB gives it to fastText
