@@ -178,6 +178,7 @@ def score_response(text: str, instruction: str = "", lang: str = "fr", segment_s
         "french_fraction": sum(s == lang for s in known) / len(known) if decided else None,
         "starts_french": float(starts) if decided else None,
         "drift_given_start": float(any(s != lang for s in known[1:])) if starts else None,
+        "started_then_left": float(starts and any(s != lang for s in known[1:])) if decided else None,
         "undetermined_share": 0.0 if decided else 1.0,
         "known_share": known_share(timeline),
         "second_half_french": float(second_lang == lang) if second_lang != langid.UNKNOWN else None,

@@ -229,3 +229,41 @@ def test_lcb_line_pass_reads_fasttext_as_lcb_does(monkeypatch):
     assert drift.lcb_line_pass("un deux trois quatre juste\nun deux trois quatre seuil") == 0.0  # 0.3 is "unknown"
     assert drift.lcb_line_pass("un\u00a0deux trois quatre cinq juste") == 1.0
     assert seen[-1] == (["un\u00a0deux trois quatre cinq juste"], 1, False)  # the line as LCB gives it to fastText
+
+
+def test_started_then_left_is_drift_given_start_on_every_answer():
+    answers = [FR * 20 + EN * 20, EN * 20 + FR * 20, FR * 30, FR * 30 + EN * 10]
+    scores = [drift.score_response(a) for a in answers]
+    assert [s["drift_given_start"] for s in scores] == [1.0, None, 0.0, 1.0]  # defined on the three that started
+    assert [s["started_then_left"] for s in scores] == [1.0, 0.0, 0.0, 1.0]  # defined on all four
+    # its mean is P(start) x P(drift | start): 3/4 x 2/3
+    assert sum(s["started_then_left"] for s in scores) / 4 == pytest.approx(3 / 4 * 2 / 3)
+    assert drift.score_response("")["started_then_left"] is None  # undetermined
+
+
+def test_conditional_metrics_name_their_unconditional_partner():
+    from drift_eval.tasks import conditional_partner, metric_catalogue
+
+    cat = metric_catalogue()
+    single = "drift_french_single"
+    assert conditional_partner(cat, single, "drift_given_start") == "started_then_left"
+    assert conditional_partner(cat, single, "fully_french_before_end") == "fully_french"
+    assert conditional_partner(cat, single, "french_after_end") == "french_fraction"
+    assert conditional_partner(cat, single, "lcb_lpr") == "fully_french"
+    assert conditional_partner(cat, "drift_french_single_fr", "drift_given_start") == "started_then_left"
+    for metric in ("fully_french", "started_then_left", "echo_rate"):
+        assert conditional_partner(cat, single, metric) is None
+    assert conditional_partner(cat, "no_such_task", "drift_given_start") is None
+    for task, metrics in cat.items():  # every partner is a metric of its task, with the same direction
+        for metric, info in metrics.items():
+            if info["conditional"]:
+                assert metrics[info["conditional"]]["higher_is_better"] == info["higher_is_better"] is not None
+
+
+def test_a_conditional_partner_must_be_a_metric_of_its_task():
+    from drift_eval.tasks import _hint
+
+    with pytest.raises(ValueError, match="conditional names the unconditional partner"):
+        _hint({"role": "key", "conditional": ["a", "b"]}, "x.yaml: m")
+    assert _hint({"role": "key", "conditional": "m2"}, "x.yaml: m")["conditional"] == "m2"
+    assert _hint({"role": "key", "conditional": "m2"}, "x.yaml: m")["parts"] == {}
