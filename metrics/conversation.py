@@ -5,26 +5,20 @@ per-conversation value of the conversation tasks.
 """
 from __future__ import annotations
 
-from drift_eval.metrics import langid
-from drift_eval.metrics.text import repetition, words
-
-LEAK_LEXICON = frozenset({
-    "french", "francais", "francaise", "language", "languages", "langue", "langues",
-    "only", "uniquement", "seulement", "exclusivement", "answer", "answers", "reponds",
-    "repondre", "reponse", "reponses", "instruction", "instructions", "consigne", "consignes",
-    "assistant", "switch",
-})
-
+from drift_eval.metrics import drift, langid
+from drift_eval.metrics.text import repetition
 
 def reply_language(text: str, lang: str = "fr") -> str:
     """A reply's language: the segment rule (``langid.label_segments``) on the whole reply."""
     return langid.label_segments([text or ""], target=lang)[0].lang
 
 
-def leaked(text: str) -> tuple[int, int]:
-    """(leaked instruction words, words) in ``text``."""
-    ws = words(text)
-    return sum(w in LEAK_LEXICON for w in ws), len(ws)
+def leaked(text: str, instruction: str = "") -> tuple[int, int]:
+    """(leaked instruction words, words) in ``text``: the words inside a restatement or a
+    quotation of the instruction (``drift.restated_words``). Ordinary words that also occur
+    in instructions ("only", "answer", "language") do not leak on their own, so a reply that
+    drifts into English does not raise the count."""
+    return drift.restated_words(text, instruction)
 
 
 def defined_share(values: list) -> float | None:
@@ -33,19 +27,20 @@ def defined_share(values: list) -> float | None:
     return sum(kept) / len(kept) if kept else None
 
 
-def score_conversation(replies: list[str], lang: str = "fr", first_turn: int = 1) -> dict:
-    """Per-turn and whole-conversation scores; turns are numbered from ``first_turn``. A
+def score_conversation(replies: list[str], lang: str = "fr", first_turn: int = 1, instruction: str = "") -> dict:
+    """Per-turn and whole-conversation scores; turns are numbered from ``first_turn``;
+    ``instruction``: the system prompt, whose restatements count as leaks. A
     reply whose language is unknown is an *undetermined* turn: ``french_turn_k`` is None
     there, and the conversation's French metrics are taken over its determined turns
     (None when no turn is determined)."""
     languages = [reply_language(r, lang) for r in replies]
     french = [None if x == langid.UNKNOWN else float(x == lang) for x in languages]
-    leaks = [leaked(r) for r in replies]
+    leaks = [leaked(r, instruction) for r in replies]
     out = {}
     for i, (fr, (lk, n)) in enumerate(zip(french, leaks)):
         t = first_turn + i
         out[f"french_turn_{t}"] = fr
-        out[f"leak_turn_{t}"] = 1000.0 * lk / n if n else 0.0
+        out[f"leak_turn_{t}"] = 1000.0 * lk / n if n else None
         out[f"words_turn_{t}"] = float(n)
     total_words = sum(n for _, n in leaks)
     determined = [fr for fr in french if fr is not None]
@@ -53,7 +48,7 @@ def score_conversation(replies: list[str], lang: str = "fr", first_turn: int = 1
         last3_french=defined_share(french[-3:]),
         all_turns_french=float(all(determined)) if determined else None,
         undetermined_share=sum(fr is None for fr in french) / len(french) if french else 1.0,
-        leak_per_1000=1000.0 * sum(lk for lk, _ in leaks) / total_words if total_words else 0.0,
+        leak_per_1000=1000.0 * sum(lk for lk, _ in leaks) / total_words if total_words else None,
         mean_words=total_words / len(replies) if replies else 0.0,
         repetition=sum(repetition(r) for r in replies) / len(replies) if replies else 0.0,
     )

@@ -42,6 +42,28 @@ def restates_instruction(text: str, instruction: str = "", n: int = ECHO_NGRAM) 
     return False
 
 
+def restated_words(text: str, instruction: str = "", n: int = ECHO_NGRAM) -> tuple[int, int]:
+    """(words of ``text`` inside a restatement of the instruction, words of ``text``). After
+    accent folding and lower-casing, a word is inside a restatement when it lies in a match
+    of one of ``ECHO_PATTERNS`` or in a word ``n``-gram that the text shares with
+    ``instruction``. Words are ``text.words`` (the leak metrics' denominator)."""
+    folded = fold(text)
+    spans = [m.span() for m in langid.WORD_RE.finditer(folded)]
+    covered = [False] * len(spans)
+    for r in _ECHO_RE:
+        for m in r.finditer(folded):
+            for i, (a, b) in enumerate(spans):
+                if a < m.end() and b > m.start():
+                    covered[i] = True
+    if instruction:
+        inst = _ngrams(langid.WORD_RE.findall(fold(instruction)), n)
+        ws = [folded[a:b] for a, b in spans]
+        for i in range(len(ws) - n + 1):
+            if tuple(ws[i:i + n]) in inst:
+                covered[i:i + n] = [True] * n
+    return sum(covered), len(spans)
+
+
 def line_pass_rate(text: str, lang: str = "fr", threshold: float = 0.3, min_tokens: int = 5) -> float | None:
     """Passing / eligible lines (at least ``min_tokens`` whitespace tokens; a line passes when
     its top label is ``lang`` with probability at least ``threshold``); ``None`` when no line

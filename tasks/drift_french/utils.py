@@ -153,7 +153,7 @@ class ConversationTask(DriftTask):
 
 def process_conversation(doc, results):
     replies = assistant_replies(results[0])
-    scores = conversation.score_conversation(replies, lang="fr")
+    scores = conversation.score_conversation(replies, lang="fr", instruction=doc.get("system_prompt", ""))
     _headline(scores, scores["all_turns_french"])
     scores["instruction_placement"] = conversation_placement(results[0])
     return scores
@@ -181,6 +181,6 @@ def process_conflict(doc, results):
 
 def process_fixed_history(doc, results):
     last = assistant_replies(results[0])[-1:]
-    s = conversation.score_conversation(last, lang="fr", first_turn=1)
+    s = conversation.score_conversation(last, lang="fr", first_turn=1, instruction=doc.get("system_prompt", ""))
     return {"french_last_turn": s["french_turn_1"], "undetermined_share": s["undetermined_share"],
             "leak_last_turn": s["leak_turn_1"], "words_last_turn": s["words_turn_1"], "repetition": s["repetition"]}
