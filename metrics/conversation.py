@@ -8,6 +8,10 @@ from __future__ import annotations
 from drift_eval.metrics import drift, langid
 from drift_eval.metrics.text import repetition
 
+#: the late turns of a conversation: its last three (turns 6-8 of eight)
+LATE_TURNS = 3
+
+
 def reply_language(text: str, lang: str = "fr") -> str:
     """A reply's language: the segment rule (``langid.label_segments``) on the whole reply."""
     return langid.label_segments([text or ""], target=lang)[0].lang
@@ -36,18 +40,24 @@ def score_conversation(replies: list[str], lang: str = "fr", first_turn: int = 1
     languages = [reply_language(r, lang) for r in replies]
     french = [None if x == langid.UNKNOWN else float(x == lang) for x in languages]
     leaks = [leaked(r, instruction) for r in replies]
+    echo = [float(drift.restates_instruction(r, instruction)) for r in replies]
+    late = echo[1:][-LATE_TURNS:]  # the last three turns, turn 1 left out
+    late_echo = sum(late) / len(late) if late else None
     out = {}
     for i, (fr, (lk, n)) in enumerate(zip(french, leaks)):
         t = first_turn + i
         out[f"french_turn_{t}"] = fr
         out[f"leak_turn_{t}"] = 1000.0 * lk / n if n else None
         out[f"words_turn_{t}"] = float(n)
+        out[f"echo_turn_{t}"] = echo[i]
     total_words = sum(n for _, n in leaks)
     determined = [fr for fr in french if fr is not None]
     out.update(
         last3_french=defined_share(french[-3:]),
         all_turns_french=float(all(determined)) if determined else None,
         undetermined_share=sum(fr is None for fr in french) / len(french) if french else 1.0,
+        late_echo=late_echo,
+        late_echo_minus_first=late_echo - echo[0] if late_echo is not None else None,
         leak_per_1000=1000.0 * sum(lk for lk, _ in leaks) / total_words if total_words else None,
         mean_words=total_words / len(replies) if replies else 0.0,
         repetition=sum(repetition(r) for r in replies) / len(replies) if replies else 0.0,

@@ -85,3 +85,17 @@ def test_undetermined_turns_are_neither_french_nor_not():
 def test_turn_numbering_for_a_single_generated_turn():
     s = conv.score_conversation([FR], first_turn=8)
     assert s["french_turn_8"] == 1.0 and "french_turn_1" not in s
+
+
+def test_late_turn_echo_against_turn_one():
+    echo = "Je vais répondre uniquement en français, comme demandé."
+    replies = [echo, FR, FR, FR, FR, FR, echo, FR]
+    s = conv.score_conversation(replies, instruction=INSTRUCTION)
+    assert [s[f"echo_turn_{t}"] for t in range(1, 9)] == [1, 0, 0, 0, 0, 0, 1, 0]
+    assert s["late_echo"] == pytest.approx(1 / 3)  # turns 6-8
+    assert s["late_echo_minus_first"] == pytest.approx(1 / 3 - 1)
+    quiet = conv.score_conversation([FR] * 7 + [echo], instruction=INSTRUCTION)
+    assert quiet["late_echo"] == pytest.approx(1 / 3) and quiet["late_echo_minus_first"] == pytest.approx(1 / 3)
+    prompt = conv.score_conversation([FR, "Whatever language the user writes in, I stay put."], instruction=INSTRUCTION)
+    assert prompt["echo_turn_2"] == 1.0 and prompt["late_echo"] == 1.0  # a 5-gram of the prompt; turn 1 left out
+    assert conv.score_conversation([echo])["late_echo"] is None  # one turn: no late turn
