@@ -5,15 +5,11 @@ per-conversation value of the conversation tasks.
 """
 from __future__ import annotations
 
-from drift_eval.metrics import langid
-from drift_eval.metrics.text import repetition, words
+from drift_eval.metrics import drift, langid
+from drift_eval.metrics.text import repetition
 
-LEAK_LEXICON = frozenset({
-    "french", "francais", "francaise", "language", "languages", "langue", "langues",
-    "only", "uniquement", "seulement", "exclusivement", "answer", "answers", "reponds",
-    "repondre", "reponse", "reponses", "instruction", "instructions", "consigne", "consignes",
-    "assistant", "switch",
-})
+#: the late turns of a conversation: its last three (turns 6-8 of eight)
+LATE_TURNS = 3
 
 
 def reply_language(text: str, lang: str = "fr") -> str:
@@ -21,28 +17,48 @@ def reply_language(text: str, lang: str = "fr") -> str:
     return langid.label_segments([text or ""], target=lang)[0].lang
 
 
-def leaked(text: str) -> tuple[int, int]:
-    """(leaked instruction words, words) in ``text``."""
-    ws = words(text)
-    return sum(w in LEAK_LEXICON for w in ws), len(ws)
+def leaked(text: str, instruction: str = "") -> tuple[int, int]:
+    """(leaked instruction words, words) in ``text``: the words inside a restatement or a
+    quotation of the instruction (``drift.restated_words``). Ordinary words that also occur
+    in instructions ("only", "answer", "language") do not leak on their own, so a reply that
+    drifts into English does not raise the count."""
+    return drift.restated_words(text, instruction)
 
 
-def score_conversation(replies: list[str], lang: str = "fr", first_turn: int = 1) -> dict:
-    """Per-turn and whole-conversation scores; turns are numbered from ``first_turn``."""
-    french = [float(reply_language(r, lang) == lang) for r in replies]
-    leaks = [leaked(r) for r in replies]
+def defined_share(values: list) -> float | None:
+    """The mean of the values that are defined (not None); None when none is."""
+    kept = [v for v in values if v is not None]
+    return sum(kept) / len(kept) if kept else None
+
+
+def score_conversation(replies: list[str], lang: str = "fr", first_turn: int = 1, instruction: str = "") -> dict:
+    """Per-turn and whole-conversation scores; turns are numbered from ``first_turn``;
+    ``instruction``: the system prompt, whose restatements count as leaks. A
+    reply whose language is unknown is an *undetermined* turn: ``french_turn_k`` is None
+    there, and the conversation's French metrics are taken over its determined turns
+    (None when no turn is determined)."""
+    languages = [reply_language(r, lang) for r in replies]
+    french = [None if x == langid.UNKNOWN else float(x == lang) for x in languages]
+    leaks = [leaked(r, instruction) for r in replies]
+    echo = [float(drift.restates_instruction(r, instruction)) for r in replies]
+    late = echo[1:][-LATE_TURNS:]  # the last three turns, turn 1 left out
+    late_echo = sum(late) / len(late) if late else None
     out = {}
     for i, (fr, (lk, n)) in enumerate(zip(french, leaks)):
         t = first_turn + i
         out[f"french_turn_{t}"] = fr
-        out[f"leak_turn_{t}"] = 1000.0 * lk / n if n else 0.0
+        out[f"leak_turn_{t}"] = 1000.0 * lk / n if n else None
         out[f"words_turn_{t}"] = float(n)
+        out[f"echo_turn_{t}"] = echo[i]
     total_words = sum(n for _, n in leaks)
-    tail = french[-3:]
+    determined = [fr for fr in french if fr is not None]
     out.update(
-        last3_french=sum(tail) / len(tail) if tail else 0.0,
-        all_turns_french=float(bool(french) and all(french)),
-        leak_per_1000=1000.0 * sum(lk for lk, _ in leaks) / total_words if total_words else 0.0,
+        last3_french=defined_share(french[-3:]),
+        all_turns_french=float(all(determined)) if determined else None,
+        undetermined_share=sum(fr is None for fr in french) / len(french) if french else 1.0,
+        late_echo=late_echo,
+        late_echo_minus_first=late_echo - echo[0] if late_echo is not None else None,
+        leak_per_1000=1000.0 * sum(lk for lk, _ in leaks) / total_words if total_words else None,
         mean_words=total_words / len(replies) if replies else 0.0,
         repetition=sum(repetition(r) for r in replies) / len(replies) if replies else 0.0,
     )

@@ -42,47 +42,87 @@ def restates_instruction(text: str, instruction: str = "", n: int = ECHO_NGRAM) 
     return False
 
 
-def line_pass_rate(text: str, lang: str = "fr", threshold: float = 0.3, min_tokens: int = 5) -> float:
+def restated_words(text: str, instruction: str = "", n: int = ECHO_NGRAM) -> tuple[int, int]:
+    """(words of ``text`` inside a restatement of the instruction, words of ``text``). After
+    accent folding and lower-casing, a word is inside a restatement when it lies in a match
+    of one of ``ECHO_PATTERNS`` or in a word ``n``-gram that the text shares with
+    ``instruction``. Words are ``text.words`` (the leak metrics' denominator)."""
+    folded = fold(text)
+    spans = [m.span() for m in langid.WORD_RE.finditer(folded)]
+    covered = [False] * len(spans)
+    for r in _ECHO_RE:
+        for m in r.finditer(folded):
+            for i, (a, b) in enumerate(spans):
+                if a < m.end() and b > m.start():
+                    covered[i] = True
+    if instruction:
+        inst = _ngrams(langid.WORD_RE.findall(fold(instruction)), n)
+        ws = [folded[a:b] for a, b in spans]
+        for i in range(len(ws) - n + 1):
+            if tuple(ws[i:i + n]) in inst:
+                covered[i:i + n] = [True] * n
+    return sum(covered), len(spans)
+
+
+def line_pass_rate(text: str, lang: str = "fr", threshold: float = 0.3, min_tokens: int = 5) -> float | None:
+    """Passing / eligible lines (at least ``min_tokens`` whitespace tokens; a line passes when
+    its top label is ``lang`` with probability at least ``threshold``); ``None`` when no line
+    is eligible (nothing to measure)."""
     lines = [ln for ln in (text or "").splitlines() if len(ln.split()) >= min_tokens]
     if not lines:
-        return 0.0
+        return None
     preds = langid.identify_many(lines, min_words=1)
     return sum(p.lang == lang and p.score >= threshold for p in preds) / len(lines)
 
 
-def drift_onset(timeline: list[str], lang: str = "fr") -> float:
-    """Relative position of the first known segment not in ``lang``; 1.0 if none; 0.0 for
-    an answer with no known segment (it was never in ``lang``, as ``fully_french`` says)."""
+def determined(timeline: list[str]) -> bool:
+    """Whether at least one segment has a known language. An answer with none is
+    *undetermined*: its language metrics are ``None``, neither a pass nor a failure."""
+    return any(seg != langid.UNKNOWN for seg in timeline)
+
+
+def known_share(timeline: list[str]) -> float:
+    """The share of segments whose language is known (0 for an answer with no segment)."""
+    return sum(seg != langid.UNKNOWN for seg in timeline) / len(timeline) if timeline else 0.0
+
+
+def drift_onset(timeline: list[str], lang: str = "fr") -> float | None:
+    """Relative position of the first known segment not in ``lang``: its index / number of
+    segments; 1.0 if none; ``None`` for an undetermined answer (no known segment)."""
+    if not determined(timeline):
+        return None
     first = first_foreign(timeline, lang)
-    return 1.0 if first is None else first / max(len(timeline), 1)
+    return 1.0 if first is None else first / len(timeline)
 
 
 def first_foreign(timeline: list[str], lang: str = "fr") -> int | None:
-    """Index of the first known segment not in ``lang``; 0 for an answer with no known
-    segment (empty, or every segment unknown: nothing in ``lang``); None when the answer
-    never left ``lang``."""
-    if all(seg == langid.UNKNOWN for seg in timeline):
-        return 0
+    """Index of the first known segment not in ``lang``; None when there is none (the
+    answer never left ``lang``, or, for an undetermined answer, nothing is known:
+    ``determined`` tells the two apart)."""
     return next((i for i, seg in enumerate(timeline) if seg != langid.UNKNOWN and seg != lang), None)
 
 
 def starts_in(timeline: list[str], lang: str = "fr") -> bool:
-    """Whether the first known segment is in ``lang`` (``starts_french``)."""
+    """Whether the first known segment is in ``lang`` (``starts_french``; False when no
+    segment is known)."""
     return next((seg for seg in timeline if seg != langid.UNKNOWN), None) == lang
 
 
 def all_in(timeline: list[str], lang: str = "fr") -> bool:
-    """At least one known segment, and every known segment in ``lang`` (``fully_french``)."""
-    return first_foreign(timeline, lang) is None
+    """At least one known segment, and every known segment in ``lang`` (``fully_french``
+    of a determined answer; False when no segment is known)."""
+    return determined(timeline) and first_foreign(timeline, lang) is None
 
 
 def survival(timelines: list[list[str]], lang: str = "fr"):
     """Share of answers still in ``lang`` at each segment, with a 95% band (Kaplan-Meier:
     an answer that ends before the last segment without leaving ``lang`` is censored
-    there); a ``drift_eval.metrics.stats.Survival``."""
+    there); a ``drift_eval.metrics.stats.Survival``. Undetermined answers (no known
+    segment) are left out: they are neither at risk nor events."""
     from drift_eval.metrics.stats import survival_curve
 
-    return survival_curve([first_foreign(t, lang) for t in timelines], [max(len(t), 1) for t in timelines])
+    kept = [t for t in timelines if determined(t)]
+    return survival_curve([first_foreign(t, lang) for t in kept], [len(t) for t in kept])
 
 
 def french_survival(timelines: list[list[str]]) -> ListValue:
@@ -98,21 +138,30 @@ def mean_language_score(scores: list[list[float]]) -> float:
     return sum(flat) / len(flat) if flat else 0.0
 
 
-#: LCB's text normalisation before splitting into lines (its ``compute_metrics.py``): ASCII
-#: punctuation removed, the em dash made a space, "#" and the Arabic comma removed
+#: LCB's text normalisation (``normalize`` in its ``compute_metrics.py``), after the response
+#: is cut at the first "\nQ:" and stripped: ``string.punctuation`` removed (ASCII only; "#"
+#: is one of them), the em dash made a space, the Arabic comma removed
 _LCB_TABLE = str.maketrans({**{c: None for c in string.punctuation}, "\u2014": " ", "\u060c": None})
+
+
+def lcb_lines(text: str, min_tokens: int = 5) -> list[str]:
+    """The lines LCB classifies in a response, as it writes them: the text before the first
+    ``"\nQ:"``, stripped, normalised (``_LCB_TABLE``), split at ``"\n"``, keeping lines of at
+    least ``min_tokens`` whitespace tokens (``str.split``). Nothing else is changed: a
+    no-break space or a tab stays inside the line that goes to fastText."""
+    normal = (text or "").split("\nQ:")[0].strip().translate(_LCB_TABLE)
+    return [ln for ln in normal.split("\n") if len(ln.split()) >= min_tokens]
 
 
 def lcb_line_pass(text: str, lang: str = "fr", threshold: float = 0.3, min_tokens: int = 5) -> float | None:
     """The Language Confusion Benchmark's line-level pass for one response: 1.0 when every
-    line of at least ``min_tokens`` whitespace tokens is labelled ``lang`` by fastText with a
-    probability above ``threshold`` (below it a line is "unknown", which fails), 0.0 when a
-    line fails, ``None`` when no line is long enough (LCB skips such responses)."""
-    lines = [ln for ln in (text or "").split("\n\nQ:")[0].strip().translate(_LCB_TABLE).split("\n")
-             if len(ln.split()) >= min_tokens]
+    line of ``lcb_lines`` is labelled ``lang`` by fastText with a probability above
+    ``threshold`` (at or below it LCB calls a line "unknown", which fails), 0.0 when a line
+    fails, ``None`` when no line is long enough (LCB skips such responses)."""
+    lines = lcb_lines(text, min_tokens)
     if not lines:
         return None
-    preds = langid.predict(lines, k=1)
+    preds = langid.predict(lines, k=1, fold_whitespace=False)
     return float(all(p and p[0][0] == lang and p[0][1] > threshold for p in preds))
 
 
@@ -129,28 +178,36 @@ def score_response(text: str, instruction: str = "", lang: str = "fr", segment_s
                    meta: dict | None = None) -> dict:
     """Every per-sample value of the single-turn task (docs/metrics.md). ``meta``: what the
     backend measured (``drift_eval.plugin.answers``: ``tokens``, ``natural_end``,
-    ``natural_end_chars``); values that are not defined for this answer are ``None``."""
+    ``natural_end_chars``); values that are not defined for this answer are ``None``. An
+    undetermined answer (no segment of known language) has ``None`` for every metric that
+    needs its language, and ``undetermined_share`` 1."""
     meta = meta or {}
     labels = _timeline(text, lang, segment_size)
     timeline = [x.lang for x in labels]
     known = [s for s in timeline if s != langid.UNKNOWN]
+    decided = bool(known)
     starts = starts_in(timeline, lang)
     _, second = langid.halves(text)
+    second_lang = langid.identify(second).lang
+    detected = langid.langdetect_lang(text)
     end, chars, tokens = meta.get("natural_end"), meta.get("natural_end_chars"), meta.get("tokens")
     ended = end is not None and chars is not None
     before = _timeline(text[:chars], lang, segment_size) if ended else labels
     after = [x.lang for x in _timeline(text[chars:], lang, segment_size) if x.known] if ended else []
     loops = [x.degenerate >= langid.SegmentRule.degenerate for x in labels]
     return {
-        "fully_french": float(all_in(timeline, lang)),
-        "french_fraction": (sum(s == lang for s in known) / len(known)) if known else 0.0,
-        "starts_french": float(starts),
+        "fully_french": float(all_in(timeline, lang)) if decided else None,
+        "french_fraction": sum(s == lang for s in known) / len(known) if decided else None,
+        "starts_french": float(starts) if decided else None,
         "drift_given_start": float(any(s != lang for s in known[1:])) if starts else None,
-        "second_half_french": float(langid.identify(second).lang == lang),
+        "started_then_left": float(starts and any(s != lang for s in known[1:])) if decided else None,
+        "undetermined_share": 0.0 if decided else 1.0,
+        "known_share": known_share(timeline),
+        "second_half_french": float(second_lang == lang) if second_lang != langid.UNKNOWN else None,
         "echo_rate": float(restates_instruction(second, instruction)),
         "line_pass_rate": line_pass_rate(text, lang),
         "lcb_lpr": lcb_line_pass(text, lang),
-        "langdetect_french": float(langid.langdetect_lang(text) == lang),
+        "langdetect_french": float(detected == lang) if detected != langid.UNKNOWN else None,
         "degenerate_share": sum(loops) / len(loops) if loops else 0.0,
         "natural_end": end,
         "natural_end_share": end / tokens if end is not None and tokens else None,

@@ -174,10 +174,12 @@ def halves(text: str) -> tuple[str, str]:
     return " ".join(toks[:mid]), " ".join(toks[mid:])
 
 
-def predict(texts: list[str], k: int = 3) -> list[list[tuple[str, float]]]:
-    """fastText's top ``k`` (language, probability) pairs for each text (whitespace folded;
-    an empty text gets an empty list)."""
-    flat = [" ".join((t or "").split()) for t in texts]
+def predict(texts: list[str], k: int = 3, fold_whitespace: bool = True) -> list[list[tuple[str, float]]]:
+    """fastText's top ``k`` (language, probability) pairs for each text (an empty text gets
+    an empty list). ``fold_whitespace``: every run of Unicode whitespace (line breaks,
+    no-break spaces ...) becomes one space first; without it the text goes to fastText as it
+    is, which must then hold no line break (fastText's rule), as LCB's lines do not."""
+    flat = [" ".join((t or "").split()) if fold_whitespace else (t or "") for t in texts]
     todo = [i for i, t in enumerate(flat) if t]
     out: list = [[] for _ in flat]
     if todo:

@@ -20,7 +20,7 @@ def _hint(raw, where: str) -> dict:
     """A ``report:`` hint, normalised: ``roles`` (a tuple), ``label`` (str or None) and the
     metric's ``parts`` in report panels (``{panel: part or {part: metric}}``)."""
     if raw is None:
-        return {"roles": (), "label": None, "format": None, "parts": {}}
+        return {"roles": (), "label": None, "format": None, "conditional": None, "parts": {}}
     if isinstance(raw, (str, list)):
         raw = {"role": raw}
     if not isinstance(raw, dict):
@@ -33,8 +33,12 @@ def _hint(raw, where: str) -> dict:
     label, fmt = raw.get("label"), raw.get("format")
     if fmt not in (None, "percent"):
         raise ValueError(f"{where}: a report hint's format is percent (or left out), got {fmt!r}")
-    parts = {k: v for k, v in raw.items() if k not in ("role", "label", "format")}
-    return {"roles": roles, "label": label if isinstance(label, str) else None, "format": fmt, "parts": parts}
+    partner = raw.get("conditional")
+    if partner is not None and not isinstance(partner, str):
+        raise ValueError(f"{where}: a report hint's conditional names the unconditional partner metric, got {partner!r}")
+    parts = {k: v for k, v in raw.items() if k not in ("role", "label", "format", "conditional")}
+    return {"roles": roles, "label": label if isinstance(label, str) else None, "format": fmt,
+            "conditional": partner, "parts": parts}
 
 
 def _task_documents():
@@ -67,7 +71,9 @@ def metric_catalogue() -> dict:
     """``{task: {metric: info}}`` from every task YAML's ``metric_list`` (``include:``
     followed), in file order. ``info``: ``higher_is_better`` (bool or None), ``roles`` (the
     ``report:`` hint's roles), ``report`` (its first role, or None), ``label`` (how reports
-    name the metric, or None), ``format`` (``percent`` for a relative change, or None) and
+    name the metric, or None), ``format`` (``percent`` for a relative change, or None),
+    ``conditional`` (for a metric defined only on the documents where an outcome occurred:
+    the metric of the same task that asks its question on every document; else None) and
     ``parts`` (the metric's parts in report panels).
 
     The roles: ``headline`` (the task's headline: the report's first table), ``key``
@@ -94,6 +100,10 @@ def metric_catalogue() -> dict:
                 hint["roles"] = ("headline",)
             out[name][e["metric"]] = {"higher_is_better": e.get("higher_is_better"), **hint,
                                       "report": hint["roles"][0] if hint["roles"] else None}
+        for metric, info in out[name].items():
+            if info["conditional"] is not None and info["conditional"] not in out[name]:
+                raise ValueError(f"{os.path.relpath(path, task_folder())}: {metric}'s conditional partner "
+                                 f"{info['conditional']!r} is not a metric of {name}")
         if doc.get("group"):
             groups[name] = [t for t in doc.get("task") or [] if isinstance(t, str)]
     for group, tasks in groups.items():
@@ -120,6 +130,16 @@ def task_info() -> dict:
 def hinted(catalogue: dict, task: str, *hints) -> list:
     """Metrics of ``task`` that have one of the roles ``hints``, in YAML order."""
     return [m for m, info in catalogue.get(task, {}).items() if set(info.get("roles", ())) & set(hints)]
+
+
+def conditional_partner(catalogue: dict, task: str, metric: str) -> str | None:
+    """For a *conditional* metric (defined only on the documents where an outcome occurred,
+    e.g. ``drift_given_start`` on the answers that started French), its unconditional
+    partner: the metric of the same task that answers the same question on every
+    (determined) document, so that two runs are compared on the same documents rather than
+    on those each run's outcome selected. None for a metric that is not conditional. From
+    the ``conditional:`` key of the metric's ``report:`` hint (docs/metrics.md)."""
+    return (catalogue.get(task, {}).get(metric) or {}).get("conditional")
 
 
 def headline(catalogue: dict, task: str) -> str | None:

@@ -24,10 +24,39 @@ def test_drift_to_english_half_way():
     assert 0.3 < drift.drift_onset(s["language_timeline"]) < 0.7
 
 
-def test_empty_answer_scores_zero_without_error():
+def test_empty_answer_is_undetermined_not_a_failure():
     s = drift.score_response("", INSTRUCTION)
-    assert s["fully_french"] == 0.0 and s["french_fraction"] == 0.0
-    assert s["language_timeline"] == [] and s["line_pass_rate"] == 0.0
+    for metric in ("fully_french", "french_fraction", "starts_french", "drift_given_start", "drift_onset",
+                   "second_half_french", "line_pass_rate", "langdetect_french", "lcb_lpr"):
+        assert s[metric] is None, metric
+    assert s["undetermined_share"] == 1.0 and s["known_share"] == 0.0 and s["language_timeline"] == []
+
+
+def _tokens(text):
+    return len(langid.tokens(text))
+
+
+def test_an_answer_of_unknown_segments_only_is_undetermined():
+    # punctuation marks are metric tokens but no words: every segment is too short to be known
+    s = drift.score_response("! " * 300, INSTRUCTION, segment_size=100)
+    assert s["language_timeline"] == [langid.UNKNOWN] * 3
+    assert s["fully_french"] is None and s["starts_french"] is None and s["drift_onset"] is None
+    assert s["french_fraction"] is None and s["undetermined_share"] == 1.0 and s["known_share"] == 0.0
+
+
+def test_one_known_segment_among_unknown_ones_is_scored_on_what_is_known():
+    french = FR * 4
+    n = _tokens(french)
+    s = drift.score_response(french + "! " * (3 * n), INSTRUCTION, segment_size=n)
+    assert s["language_timeline"] == ["fr"] + [langid.UNKNOWN] * 3
+    assert s["fully_french"] == 1.0 and s["starts_french"] == 1.0 and s["drift_onset"] == 1.0
+    assert s["undetermined_share"] == 0.0 and s["known_share"] == 0.25
+    english = EN * 4
+    m = _tokens(english)
+    t = drift.score_response(english + "! " * m, INSTRUCTION, segment_size=m)
+    assert t["language_timeline"] == ["en", langid.UNKNOWN]
+    assert t["fully_french"] == 0.0 and t["starts_french"] == 0.0 and t["drift_onset"] == 0.0
+    assert t["known_share"] == 0.5
 
 
 @pytest.mark.parametrize("text", [
@@ -67,9 +96,21 @@ def test_drift_onset_and_its_aggregation():
     assert drift.drift_onset(["fr", "fr", "fr", "fr"]) == 1.0
     assert drift.drift_onset(["fr", u, "en", "fr"]) == 0.5
     assert drift.drift_onset([u, "fr"]) == 1.0
-    assert drift.drift_onset([]) == 0.0
-    assert [drift.first_foreign(t) for t in (["fr", "fr"], ["fr", u, "en"], [], [u, u])] == [None, 2, 0, 0]
-    assert drift.drift_onset([u, u]) == 0.0  # no known segment: never French, as fully_french says
+    assert drift.drift_onset(["en", "fr"]) == 0.0
+    assert [drift.first_foreign(t) for t in (["fr", "fr"], ["fr", u, "en"], [], [u, u])] == [None, 2, None, None]
+    # no known segment: undetermined, neither never-left (1) nor left at once (0)
+    assert drift.drift_onset([u, u]) is None and drift.drift_onset([]) is None
+    assert not drift.determined([u, u]) and drift.determined([u, "en"])
+    assert drift.known_share([u, "fr", u, "en"]) == 0.5 and drift.known_share([]) == 0.0
+
+
+def test_the_survival_curve_leaves_undetermined_answers_out():
+    u = langid.UNKNOWN
+    # two answers that say something: one leaves at segment 2, one stays; two undetermined
+    timelines = [["fr", "en", "en"], ["fr", "fr", "fr"], [u, u, u], []]
+    sv = drift.survival(timelines)
+    assert sv.estimate == pytest.approx([1.0, 0.5, 0.5]) and sv.at_risk == [2, 2, 1]
+    assert drift.survival([[u, u]]).estimate == []
 
 
 def test_the_survival_curve_of_forced_length_answers_is_a_proportion_per_segment():
@@ -151,3 +192,78 @@ def test_degenerate_share_counts_looping_segments():
               "cette énergie, la plante transforme l'eau puisée par les racines et le dioxyde de carbone de "
               "l'air en sucre, qui sert de carburant pour grandir, et elle rejette de l'oxygène.")
     assert drift.score_response(varied)["degenerate_share"] == 0.0
+
+
+def test_the_group_headline_skips_undetermined_samples():
+    from drift_eval.tasks.drift_french import utils
+
+    doc = {"system_prompt": INSTRUCTION}
+    assert utils.process_results(doc, [FR * 30])["drift_score"] == 1.0
+    undetermined = utils.process_results(doc, ["! " * 50])
+    assert "drift_score" not in undetermined and undetermined["fully_french"] is None  # lm-eval's mean skips it
+    assert utils.defined_mean([1.0, None, 0.0, 1.0]) == pytest.approx(2 / 3) and utils.defined_mean([None]) is None
+
+
+def test_lcb_lines_are_cut_and_normalised_as_lcb_does():
+    # LCB's normalize(): text.split("\nQ:")[0].strip(), string.punctuation removed, "—" -> " ", "،" removed
+    assert drift.lcb_lines("Le chat dort sur le canapé ce soir.\nQ: The cat sleeps on the sofa tonight.") == [
+        "Le chat dort sur le canapé ce soir"]  # cut at a single line break before "Q:"
+    assert drift.lcb_lines("Oui - - - - merci") == []  # 6 tokens before normalisation, 2 after
+    assert drift.lcb_lines("Le—chat—dort—sur—le—canapé") == ["Le chat dort sur le canapé"]  # one token before
+    assert drift.lcb_lines("  (Le chat #dort, sur le canapé !)  \n\n") == ["Le chat dort sur le canapé "]
+    assert drift.lcb_lines("Le\u00a0chat dort sur le canapé ce soir") == ["Le\u00a0chat dort sur le canapé ce soir"]
+    assert drift.lcb_lines("Le chat « dort » sur le canapé") == ["Le chat « dort » sur le canapé"]  # not ASCII: kept
+    assert drift.lcb_line_pass("Le chat dort sur le canapé ce soir.\nQ: The cat sleeps on the sofa tonight.") == 1.0
+
+
+def test_lcb_line_pass_reads_fasttext_as_lcb_does(monkeypatch):
+    seen = []
+
+    def fake(lines, k=3, fold_whitespace=True):
+        seen.append((list(lines), k, fold_whitespace))
+        return [[("fr", 0.3)] if "seuil" in ln else [("fr", 0.31)] if "juste" in ln else [("en", 0.9)]
+                for ln in lines]
+
+    monkeypatch.setattr(langid, "predict", fake)
+    assert drift.lcb_line_pass("un deux trois quatre juste") == 1.0  # above 0.3 passes
+    assert drift.lcb_line_pass("un deux trois quatre juste\nun deux trois quatre seuil") == 0.0  # 0.3 is "unknown"
+    assert drift.lcb_line_pass("un\u00a0deux trois quatre cinq juste") == 1.0
+    assert seen[-1] == (["un\u00a0deux trois quatre cinq juste"], 1, False)  # the line as LCB gives it to fastText
+
+
+def test_started_then_left_is_drift_given_start_on_every_answer():
+    answers = [FR * 20 + EN * 20, EN * 20 + FR * 20, FR * 30, FR * 30 + EN * 10]
+    scores = [drift.score_response(a) for a in answers]
+    assert [s["drift_given_start"] for s in scores] == [1.0, None, 0.0, 1.0]  # defined on the three that started
+    assert [s["started_then_left"] for s in scores] == [1.0, 0.0, 0.0, 1.0]  # defined on all four
+    # its mean is P(start) x P(drift | start): 3/4 x 2/3
+    assert sum(s["started_then_left"] for s in scores) / 4 == pytest.approx(3 / 4 * 2 / 3)
+    assert drift.score_response("")["started_then_left"] is None  # undetermined
+
+
+def test_conditional_metrics_name_their_unconditional_partner():
+    from drift_eval.tasks import conditional_partner, metric_catalogue
+
+    cat = metric_catalogue()
+    single = "drift_french_single"
+    assert conditional_partner(cat, single, "drift_given_start") == "started_then_left"
+    assert conditional_partner(cat, single, "fully_french_before_end") == "fully_french"
+    assert conditional_partner(cat, single, "french_after_end") == "french_fraction"
+    assert conditional_partner(cat, single, "lcb_lpr") == "fully_french"
+    assert conditional_partner(cat, "drift_french_single_fr", "drift_given_start") == "started_then_left"
+    for metric in ("fully_french", "started_then_left", "echo_rate"):
+        assert conditional_partner(cat, single, metric) is None
+    assert conditional_partner(cat, "no_such_task", "drift_given_start") is None
+    for task, metrics in cat.items():  # every partner is a metric of its task, with the same direction
+        for metric, info in metrics.items():
+            if info["conditional"]:
+                assert metrics[info["conditional"]]["higher_is_better"] == info["higher_is_better"] is not None
+
+
+def test_a_conditional_partner_must_be_a_metric_of_its_task():
+    from drift_eval.tasks import _hint
+
+    with pytest.raises(ValueError, match="conditional names the unconditional partner"):
+        _hint({"role": "key", "conditional": ["a", "b"]}, "x.yaml: m")
+    assert _hint({"role": "key", "conditional": "m2"}, "x.yaml: m")["conditional"] == "m2"
+    assert _hint({"role": "key", "conditional": "m2"}, "x.yaml: m")["parts"] == {}

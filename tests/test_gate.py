@@ -222,3 +222,24 @@ rules:
     shutil.rmtree(cut / "log_1")
     rc, _, err = _gate(capsys, cut, "--policy", policy)
     assert rc == 2 and "partial sweep (no results for log:1)" in err
+
+
+def test_a_regression_rule_on_a_metric_without_direction_exits_2_before_any_result_is_read(tmp_path, capsys):
+    policy = _policy(tmp_path, "rules:\n  - {task: drift_french_multiturn, metric: mean_words, max_regression: 5}\n")
+    rc, out, err = _gate(capsys, tmp_path / "no-results-here", "--policy", policy)
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "rule 1 (drift_french_multiturn/mean_words) has no direction" in err and "use min or max" in err
+    # a bound on the same metric is meaningful, and so is a regression rule on a metric with a direction
+    from drift_eval.decide.policy import rule_from
+
+    assert rule_from({"task": "drift_french_multiturn", "metric": "mean_words", "min": 20}).min == 20.0
+    assert rule_from({"task": "drift_french_single", "metric": "fully_french", "max_regression": 0.05}).against_baseline
+
+
+def test_the_pytest_plugin_refuses_a_regression_rule_without_direction(handmade, tmp_path):
+    from drift_eval.decide.pytest_plugin import DriftResults, UnusableResults
+    from drift_eval.decide.results import load_output
+
+    results = DriftResults(load_output(handmade))
+    with pytest.raises(UnusableResults, match="^rule on drift_french_single/answer_tokens has no direction"):
+        results.compare_to(tmp_path / "nowhere", "drift_french_single", "answer_tokens", max_regression=10)

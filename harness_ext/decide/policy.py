@@ -16,7 +16,10 @@ Policy (YAML)::
       - {task: drift_french_single, metric: fully_french, max_regression: 0.05, on: upper}
 
 ``load_policy`` reads a file, ``policy_from`` and ``rule_from`` check what code builds
-(the pytest plugin's ``expect`` and ``compare_to``). Every key and value is checked here,
+(the pytest plugin's ``expect`` and ``compare_to``). A ``max_regression`` rule needs a
+metric with a direction: one whose task YAML says ``higher_is_better: null``
+(``drift_eval.tasks.metric_catalogue``) is refused here; ``min``/``max`` bound any metric.
+Every key and value is checked here,
 each problem one ``DriftUsageError`` line naming the file and the rule, before any result
 is read; what judges a policy (``drift_eval.decide.gate``) takes the object as it is.
 """
@@ -91,6 +94,16 @@ def _number(v, what: str) -> float:
     return float(v)
 
 
+def _has_no_direction(task: str, metric: str) -> bool:
+    """Whether the task YAMLs list ``metric`` of ``task`` with no direction (informational:
+    lengths, counts, shares of undetermined answers). A metric they do not list (one added at
+    run time, or a task of another package) is judged when the results are read."""
+    from drift_eval.tasks import metric_catalogue
+
+    info = metric_catalogue().get(task, {}).get(metric)
+    return info is not None and info.get("higher_is_better") is None
+
+
 def rule_from(raw: dict, where: str | None = None) -> Rule:
     """A ``Rule`` from its keys as written in a policy, every one checked. ``where``: where
     it was written, for messages (``gate.yaml: rule 2``); a rule built in code (the pytest
@@ -119,6 +132,9 @@ def rule_from(raw: dict, where: str | None = None) -> Rule:
         raise DriftUsageError(f"{where}: min {lo:g} is above max {hi:g}, so no value could pass; fix the policy")
     if tol is not None and tol < 0:
         raise DriftUsageError(f"{where}: max_regression must be >= 0, got {tol:g}")
+    if relative and _has_no_direction(r["task"], r["metric"]):
+        raise DriftUsageError(f"{subject} has no direction (higher_is_better: null in its task YAML), so "
+                              f"max_regression cannot say which way is worse; use min or max")
     on = r.get("on", "upper" if relative else "value")
     if on not in ON:
         raise DriftUsageError(f"{where}: 'on' must be one of {', '.join(ON)}, got {on!r}")

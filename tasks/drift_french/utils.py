@@ -32,9 +32,18 @@ def load_single_turn(prompt_language: str = "en", **_metadata):
 
 def process_results(doc, results):
     scores = drift.score_response(results[0], instruction=doc["system_prompt"], lang="fr", meta=meta_of(results[0]))
-    scores["drift_score"] = scores["fully_french"]  # the drift_french group's headline
+    _headline(scores, scores["fully_french"])
     scores.update(answer_record(results[0]))
     return scores
+
+
+def _headline(scores: dict, value) -> None:
+    """The drift_french group's headline ``drift_score``. An undetermined sample gets no
+    ``drift_score`` at all (rather than None): lm-eval then takes its own ``mean`` and
+    standard error over the determined samples, and its group pools the tasks' means,
+    weighted by their document counts (docs/metrics.md, "The group headline")."""
+    if value is not None:
+        scores["drift_score"] = value
 
 
 def answer_record(answer) -> dict:
@@ -144,8 +153,8 @@ class ConversationTask(DriftTask):
 
 def process_conversation(doc, results):
     replies = assistant_replies(results[0])
-    scores = conversation.score_conversation(replies, lang="fr")
-    scores["drift_score"] = scores["all_turns_french"]
+    scores = conversation.score_conversation(replies, lang="fr", instruction=doc.get("system_prompt", ""))
+    _headline(scores, scores["all_turns_french"])
     scores["instruction_placement"] = conversation_placement(results[0])
     return scores
 
@@ -165,13 +174,13 @@ def process_conflict(doc, results):
     turns = sorted(int(k.rsplit("_", 1)[1]) for k in scores if k.startswith("french_turn_"))
     before = [scores[f"french_turn_{k}"] for k in turns if k < t]
     after = [scores[f"french_turn_{k}"] for k in turns if k >= t]
-    scores["french_before_request"] = sum(before) / len(before) if before else None
-    scores["french_after_request"] = sum(after) / len(after) if after else None
+    scores["french_before_request"] = defined_mean(before)
+    scores["french_after_request"] = defined_mean(after)
     return scores
 
 
 def process_fixed_history(doc, results):
     last = assistant_replies(results[0])[-1:]
-    s = conversation.score_conversation(last, lang="fr", first_turn=1)
-    return {"french_last_turn": s["french_turn_1"], "leak_last_turn": s["leak_turn_1"],
-            "words_last_turn": s["words_turn_1"], "repetition": s["repetition"]}
+    s = conversation.score_conversation(last, lang="fr", first_turn=1, instruction=doc.get("system_prompt", ""))
+    return {"french_last_turn": s["french_turn_1"], "undetermined_share": s["undetermined_share"],
+            "leak_last_turn": s["leak_turn_1"], "words_last_turn": s["words_turn_1"], "repetition": s["repetition"]}
