@@ -49,7 +49,8 @@ def run(args) -> int:
                            "p_adjusted": c.difference.p_adjusted, "family": c.difference.family,
                            "adjustment": ADJUSTMENT, "test": c.difference.test, "n": c.n,
                            "verdict": c.difference.verdict,
-                           "mde": None if c.mde == float("inf") else c.mde, "higher_is_better": c.higher_is_better}
+                           "mde": None if c.mde == float("inf") else c.mde, "higher_is_better": c.higher_is_better,
+                           "conditional_on": c.conditional_on}
                           for c in rows], indent=2))
         return 0
     print(f"candidate {cand_model} against baseline {base_model} (difference = candidate − baseline; "
@@ -63,5 +64,6 @@ def run(args) -> int:
         mde = "∞" if c.mde == float("inf") else f"{c.mde:.3f}"
         print(f"{c.setting:<12} {c.task + '/' + c.metric:<42} {c.candidate_value:7.3f} {c.baseline_value:7.3f} "
               f"{d.difference:+8.3f} {ci:>19} {d.p_value:8.4f} {d.p_adjusted:8.4f} {d.n:4d} {mde:>6}  "
-              f"{d.verdict} ({d.test})")
+              f"{d.verdict} ({d.test})" + (f"; conditional, on every document: {c.conditional_on}"
+                                           if c.conditional_on else ""))
     return 0

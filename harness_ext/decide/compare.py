@@ -44,6 +44,9 @@ class Comparison:
     difference: stats.PairedDifference
     mde: float
     higher_is_better: bool | None
+    #: for a conditional metric (defined only on the documents where an outcome occurred), its
+    #: unconditional partner (``drift_eval.tasks.conditional_partner``)
+    conditional_on: str | None = None
 
     @property
     def n(self) -> int:
@@ -58,7 +61,15 @@ class Comparison:
         return (0.0 - d.difference, 0.0 - d.upper, 0.0 - d.lower)  # 0.0 - x: no "-0.0000" for no change
 
     def where(self) -> str:
-        return f"{self.task}/{self.metric} under {self.setting}, {self.candidate} vs {self.baseline}"
+        return f"{self.task}/{self.metric}{self.conditional_note()} under {self.setting}, {self.candidate} vs {self.baseline}"
+
+    def conditional_note(self) -> str:
+        """`` (conditional: ...)`` for a conditional metric, else empty: its documents are
+        those where an outcome occurred in both runs, which the runs themselves select."""
+        if not self.conditional_on:
+            return ""
+        return (f" (conditional: on the documents where it is defined in both runs, which their outcomes select; "
+                f"on every document: {self.conditional_on})")
 
     def describe(self) -> str:
         d = self.difference
@@ -95,9 +106,11 @@ def shared_documents(a, b, same_hash: bool = True) -> list:
 
 
 def compare_metric(candidate, baseline, task: str, metric: str, setting: str = "none",
-                   candidate_model: str | None = None, baseline_model: str | None = None) -> Comparison:
+                   candidate_model: str | None = None, baseline_model: str | None = None,
+                   catalogue: dict | None = None) -> Comparison:
     """``candidate`` and ``baseline``: loaded results (``Output``), possibly the same folder
-    with two model names."""
+    with two model names. ``catalogue``: ``drift_eval.tasks.metric_catalogue()``, when the
+    caller has it (read here otherwise)."""
     a = candidate.metric(task, metric, setting, model=candidate_model)
     b = baseline.metric(task, metric, setting, model=baseline_model)
     names = (a.model, b.model)
@@ -121,7 +134,10 @@ def compare_metric(candidate, baseline, task: str, metric: str, setting: str = "
         raise DriftUsageError(f"{task}/{metric} under {setting} has neither logged samples nor a standard error in "
                               f"both runs: rerun with --log_samples")
     hib = a.higher_is_better if a.higher_is_better is not None else b.higher_is_better
-    return Comparison(task, metric, setting, names[0], names[1], cv, bv, diff, mde, hib)
+    from drift_eval.tasks import conditional_partner, metric_catalogue
+
+    return Comparison(task, metric, setting, names[0], names[1], cv, bv, diff, mde, hib,
+                      conditional_partner(catalogue if catalogue is not None else metric_catalogue(), task, metric))
 
 
 @dataclass(frozen=True)
@@ -185,9 +201,11 @@ def adjust_comparisons(comparisons) -> list:
 def compared_metrics(candidate_run, baseline_run, headline_only: bool = False) -> list:
     """(task, metric) pairs worth comparing between two runs, from the task YAMLs: each
     group's aggregate metrics (the headline), then each task's ``key`` and ``summary``
-    metrics (every scalar metric but curves for a task without hints). ``headline_only``:
-    the groups' metrics, or the first ``summary`` metric when no group was run."""
-    from drift_eval.tasks import hinted, is_curve, metric_catalogue
+    metrics (every scalar metric but curves for a task without hints), with each conditional
+    metric's unconditional partner (``drift_eval.tasks.conditional_partner``) listed too, so
+    that the question is also answered on every document. ``headline_only``: the
+    groups' metrics, or the first ``summary`` metric when no group was run."""
+    from drift_eval.tasks import conditional_partner, hinted, is_curve, metric_catalogue
 
     cat = metric_catalogue()
     out = []
@@ -197,7 +215,12 @@ def compared_metrics(candidate_run, baseline_run, headline_only: bool = False) -
             continue
         names = [] if tr.is_group else hinted(cat, task, "key", "summary")
         names = names or [m for m, v in tr.values.items() if is_number(v) and not is_curve(cat, task, m)]
-        out += [(task, m) for m in names if m in tr.values and m in other.values]
+        with_partners = []
+        for m in names:
+            partner = conditional_partner(cat, task, m)
+            with_partners += [m] + ([partner] if partner else [])
+        names = [m for m in dict.fromkeys(with_partners) if m in tr.values and m in other.values]
+        out += [(task, m) for m in names]
     if headline_only and not out:
         out = [(t, ms[0]) for t in candidate_run.tasks if t in baseline_run.tasks
                and (ms := [m for m in hinted(cat, t, "summary") if m in candidate_run.tasks[t].values])][:1]
@@ -208,7 +231,10 @@ def compare_models(candidate, baseline, candidate_model: str | None = None, base
                    headline_only: bool = False) -> list:
     """Comparisons of every setting both models ran, on ``compared_metrics``; metrics that
     cannot be compared (no samples nor standard errors, no shared document) are left out."""
+    from drift_eval.tasks import metric_catalogue
+
     cm, bm = candidate.model(candidate_model), baseline.model(baseline_model)
+    cat = metric_catalogue()
     out = []
     for setting in candidate.settings_of(cm):
         base_run = baseline.runs.get((bm, setting))
@@ -216,7 +242,7 @@ def compare_models(candidate, baseline, candidate_model: str | None = None, base
             continue
         for task, metric in compared_metrics(candidate.runs[(cm, setting)], base_run, headline_only):
             try:
-                out.append(compare_metric(candidate, baseline, task, metric, setting, cm, bm))
+                out.append(compare_metric(candidate, baseline, task, metric, setting, cm, bm, cat))
             except NotTheSameTest:
                 raise
             except DriftUsageError:

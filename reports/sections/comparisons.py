@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from drift_eval.reports.state import ARROWS, finite
+from drift_eval.tasks import conditional_partner
 
 
 def settings(rep) -> dict | None:
@@ -24,7 +25,8 @@ def settings(rep) -> dict | None:
                 continue
             d = change["d"]
             rows.append({"task": task, "metric": name, "d": d, "has_ci": finite(d.lower) and finite(d.upper),
-                         "mde": _mde(change["mde"]), "arrow": ARROWS.get(rep.direction(task, name, run), "")})
+                         "mde": _mde(change["mde"]), "arrow": ARROWS.get(rep.direction(task, name, run), ""),
+                         "conditional": conditional_partner(rep.cat, task, name)})
             rep.record_change("settings", run, task, name, change)
         blocks.append({"title": f"{rep.name(run)} − none", "rows": rows})
     return {"blocks": blocks} if blocks else None
@@ -55,6 +57,7 @@ def comparison_rows(rep, section: str, comparisons: list) -> list:
         rep.record(section, run, c.task, c.metric, "baseline value", c.baseline_value, baseline=c.baseline)
         out.append({"setting": run.setting, "task": c.task, "metric": c.metric, "c": c, "d": d, "reading": reading,
                     "significant": d.verdict == "significant", "underpowered": underpowered,
+                    "conditional": c.conditional_on,
                     "has_ci": finite(d.lower) and finite(d.upper), "mde": _mde(c.mde)})
     return out
 

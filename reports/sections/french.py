@@ -70,8 +70,9 @@ def audit(rep) -> dict | None:
                 text = text_of(s) or ""
                 excerpt = _segment_text(text, onset, drift.SEGMENT_TOKENS) if onset is not None else ""
                 rows.append({"doc_id": s.get("doc_id"), "onset": onset, "timeline": timeline,
+                             "undetermined": not drift.determined(timeline),  # no segment of known language
                              "cells": list(zip(timeline, scores)), "excerpt": excerpt})
-            rows.sort(key=lambda r: (r["onset"] is None, r["onset"] or 0, r["doc_id"]))
+            rows.sort(key=lambda r: (r["undetermined"], r["onset"] is None, r["onset"] or 0, r["doc_id"]))
             shown = rows[:AUDIT_ROWS]
             for r in shown:
                 r["svg"] = strip(r["cells"])
@@ -79,7 +80,7 @@ def audit(rep) -> dict | None:
             title = f"{task} [{rep.name(run)}]: segment languages"
             left = sum(r["onset"] is not None for r in rows)
             blocks.append({"title": title, "rows": shown, "hidden": len(rows) - len(shown), "answers": len(rows),
-                           "left": left, "plot": rep.plot(title, strips([(f"doc {r['doc_id']}", r["cells"])
+                           "left": left, "undetermined": sum(r["undetermined"] for r in rows), "plot": rep.plot(title, strips([(f"doc {r['doc_id']}", r["cells"])
                                                                          for r in shown], title))})
     return {"blocks": blocks} if blocks else None
 
