@@ -1,8 +1,9 @@
-"""``drift-eval gate``: release rules on a results folder (exit 0 pass, 1 fail, 2 unusable)."""
+"""``drift-eval gate``: release rules on a results folder (exit 0 pass, 1 fail, 2 unusable
+input, 3 undetermined: a rule is underpowered and none fails)."""
 from __future__ import annotations
 
 NAME = "gate"
-HELP = "check release rules on a results folder: exit 0 pass, 1 fail, 2 unusable input"
+HELP = "check release rules on a results folder: exit 0 pass, 1 fail, 2 unusable input, 3 undetermined"
 
 
 def add_arguments(p) -> None:

@@ -157,16 +157,23 @@ def gate(output, policy: Policy | str, baseline: str | None = None):
     return evaluate_policy(output, policy, base, base_model, candidate), policy
 
 
+#: the exit status of a gate whose rules all pass or cannot be decided, one of them at least
+#: underpowered: the sample cannot tell a regression of that size from none. Undetermined is
+#: neither a pass (0) nor a failure (1), and not unusable input (2, which nothing else exits).
+UNDETERMINED = 3
+
+
 def exit_status(outcomes: list) -> int:
-    """2 when a comparison was underpowered, else 1 when a rule failed, else 0."""
+    """1 when a rule failed; else ``UNDETERMINED`` (3) when a comparison was underpowered;
+    else 0."""
     statuses = {o.status for o in outcomes}
-    return 2 if "underpowered" in statuses else 1 if "fail" in statuses else 0
+    return 1 if "fail" in statuses else UNDETERMINED if "underpowered" in statuses else 0
 
 
 def run_gate(results_dir: str, policy: str, junit_xml: str | None = None, log=print,
              baseline: str | None = None) -> int:
     """The policy file ``policy`` on ``results_dir``: exit status 0 (every rule passes), 1
-    (a rule fails) or 2 (an underpowered comparison); other unusable input raises
+    (a rule fails) or 3 (no rule fails, one is underpowered: undetermined); unusable input raises
     ``DriftUsageError`` after replacing ``junit_xml`` with an error case."""
     from drift_eval.decide.results import load_output
 

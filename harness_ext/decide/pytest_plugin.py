@@ -18,7 +18,10 @@ gives the session fixture ``drift_results`` (a ``DriftResults``) over the result
 Unusable input (no ``--drift-results``, a damaged or partial folder, a task, metric or
 setting that is not in the results) is reported as an *error*, not a failure, in one line,
 and the session then exits with status 2 (as ``drift-eval gate`` does); a rule that does
-not hold is an ordinary failure (exit status 1). Importing this module costs nothing: the
+not hold is an ordinary failure (exit status 1). A regression rule the sample cannot decide
+(underpowered, with ``underpowered: fail``) is *undetermined*: an error, not a failure, in
+one line (``UNDETERMINED``), and the session exits as pytest does for errors (1): only
+unusable input makes it 2. Importing this module costs nothing: the
 loader is imported on use.
 """
 from __future__ import annotations
@@ -30,6 +33,11 @@ _UNUSABLE = pytest.StashKey[int]()
 
 class UnusableResults(Exception):
     """The results cannot answer the question asked: reported as an error in one line."""
+
+
+class Undetermined(Exception):
+    """A regression rule the sample cannot decide (underpowered): an error in one line,
+    neither a pass nor a failure."""
 
 
 def pytest_addoption(parser):
@@ -71,11 +79,17 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = f"unusable drift results: {call.excinfo.value}"
         report.drift_unusable = True
         item.config.stash[_UNUSABLE] = item.config.stash.get(_UNUSABLE, 0) + 1
+    elif call.excinfo is not None and call.excinfo.errisinstance(Undetermined):
+        report = outcome.get_result()
+        report.longrepr = f"undetermined drift gate: {call.excinfo.value}"
+        report.drift_undetermined = True
 
 
 def pytest_report_teststatus(report, config):
     if getattr(report, "drift_unusable", False) and report.failed:
         return "error", "E", "ERROR"
+    if getattr(report, "drift_undetermined", False) and report.failed:
+        return "error", "U", "UNDETERMINED"
     return None
 
 
@@ -161,7 +175,7 @@ class DriftResults:
         outcome = check_regression(self.output, base, policy.rules[0], underpowered=policy.underpowered,
                                    model=candidate, baseline_model=base_model)
         if outcome.status == "underpowered":
-            raise UnusableResults(outcome.message)
+            raise Undetermined(outcome.message)
         if outcome.status == "fail":
             raise AssertionError(outcome.message)
         return outcome

@@ -9,7 +9,7 @@ from drift_eval.reports.sections.comparisons import comparison_rows
 
 def gate_outcome(rep) -> dict | None:
     """The gate's status and its rules' outcomes, or None without a policy."""
-    from drift_eval.decide.gate import LABEL, exit_status
+    from drift_eval.decide.gate import LABEL, UNDETERMINED, exit_status
 
     if rep.outcomes is None:
         return None
@@ -18,7 +18,7 @@ def gate_outcome(rep) -> dict | None:
     counts = {}
     for o in outcomes:
         counts[o["label"]] = counts.get(o["label"], 0) + 1
-    return {"status": {0: "PASS", 1: "FAIL", 2: "UNDERPOWERED"}[status], "exit": status, "outcomes": outcomes,
+    return {"status": {0: "PASS", 1: "FAIL", UNDETERMINED: "UNDERPOWERED"}[status], "exit": status, "outcomes": outcomes,
             "counts": counts}
 
 
