@@ -17,8 +17,8 @@ Pure maths on per-sample metric values (numpy and scipy only):
     differences (a zero keeps its value under both signs, so dropping it changes neither
     the statistic's ordering nor its null distribution): exact whenever their ``k`` sign
     patterns are few enough (``2**k`` at most ``max(n_resamples, EXACT_PATTERNS)``), else
-    ``n_resamples`` seeded random patterns. The interval is a seeded percentile bootstrap
-    of the mean difference.
+    ``n_resamples`` seeded random patterns. The interval is that test's own: the shifts it
+    keeps (``sign_flip_interval``).
 * ``verdict``: ``"significant"`` when p < ``ALPHA`` (0.05); ``"no difference"`` when the
   difference is 0 (every pair equal, or as many pairs up as down); else ``"not
   significant"``, which a reader takes with its interval: the data are compatible with
@@ -136,6 +136,83 @@ def permutation_p(differences, n_resamples: int = N_RESAMPLES, seed: int = SEED)
                            alternative="two-sided", n_resamples=patterns if exact else n_resamples,
                            vectorized=True, random_state=np.random.default_rng(seed))
     return float(res.pvalue)
+
+
+#: grid points from each far end to the mean where ``sign_flip_interval`` looks for the first kept shift
+GRID = 200
+
+
+def _sign_patterns(n: int, n_resamples: int, seed: int) -> tuple[np.ndarray, bool]:
+    """(patterns, exact): every ``±1`` sign pattern of ``n`` values when ``2**n`` is at most
+    ``max(n_resamples, EXACT_PATTERNS)``, else ``n_resamples`` seeded random ones."""
+    if 2 ** n <= max(n_resamples, EXACT_PATTERNS):
+        codes = np.arange(2 ** n)[:, None] >> np.arange(n)[None, :]
+        return 1.0 - 2.0 * (codes & 1), True
+    return np.random.default_rng(seed).choice([-1.0, 1.0], size=(n_resamples, n)), False
+
+
+def sign_flip_interval(differences, confidence: float = CONFIDENCE, n_resamples: int = N_RESAMPLES,
+                       seed: int = SEED) -> tuple[float, float]:
+    """The interval of the mean paired difference that the sign-flip test holds: every
+    shift ``δ`` at which the test of ``differences − δ`` (symmetric about 0 under the null)
+    does not reject at ``1 − confidence``, as the hull of those shifts: on each side of the
+    mean, the first kept shift on a grid from far outside (``GRID`` steps), refined by
+    bisection.
+
+    It answers to the test it is shown with: where a few pairs change and every other
+    difference is 0, ``δ = 0`` is kept exactly when the test's p is at least the level
+    (``δ`` just below 0 makes every difference positive, which the test rejects), so the
+    interval never excludes 0 next to a p of 0.125, as a bootstrap of four equal changes
+    among 32 pairs does. One set of sign patterns serves every ``δ`` (all of them when
+    ``2**n`` is small, else ``n_resamples`` seeded ones; the p-value per ``δ`` is then
+    ``(1 + #{|pattern sum| ≥ |sum|}) / (1 + n_resamples)``, as scipy's
+    ``permutation_test`` counts), so the bounds are a deterministic function of the data.
+    ``scipy.stats.permutation_test`` computes one p-value per call; inverting it by
+    bisection through it costs about 60 calls per comparison, so the inversion is written
+    here on the same definition. A bound no shift reaches (fewer than 6 pairs: the test
+    cannot reject at 0.05 whatever the data) is infinite; fewer than 2 pairs: NaNs."""
+    d = np.asarray(differences, dtype=float)
+    if d.size < 2:
+        return (math.nan, math.nan)
+    if np.all(d == d[0]):
+        return (float(d[0]), float(d[0]))
+    alpha = 1.0 - confidence
+    signs, exact = _sign_patterns(d.size, n_resamples, seed)
+    scale = float(np.max(np.abs(d)))
+    tol = 1e-9 * scale * d.size
+
+    def kept(deltas) -> np.ndarray:
+        x = d[None, :] - np.asarray(deltas, dtype=float)[:, None]
+        hits = np.sum(np.abs(x @ signs.T) >= np.abs(x.sum(axis=1))[:, None] - tol, axis=1)
+        p = hits / len(signs) if exact else (hits + 1) / (len(signs) + 1)
+        return p >= alpha
+
+    mean, spread = float(d.mean()), float(d.max() - d.min())
+    bounds = []
+    for far in (mean - 2 * spread, mean + 2 * spread):
+        # the hull of the kept shifts: the first kept one on a grid from far to the mean (the
+        # kept set need not be an interval: tied differences make p a step function of δ),
+        # then bisection between it and the rejected grid point before it
+        grid = np.linspace(far, mean, GRID + 1)
+        keep = kept(grid)
+        if keep[0]:
+            bounds.append(-math.inf if far < mean else math.inf)
+            continue
+        first = int(np.argmax(keep))  # the mean itself is kept: p = 1
+        outside, inside = float(grid[first - 1]), float(grid[first])
+        for _ in range(40):
+            mid = (inside + outside) / 2
+            inside, outside = (mid, outside) if kept([mid])[0] else (inside, mid)
+            if abs(outside - inside) <= 1e-6 * spread:
+                break
+        # a shift equal to a data value zeroes those differences, and p jumps there: the bound
+        # is that value itself when it lies in the last bracket and is kept
+        ties = [v for v in np.unique(d) if min(inside, outside) <= v <= max(inside, outside) and kept([v])[0]]
+        if ties:
+            inside = min(ties, key=lambda v: abs(v - outside))
+        near = [v for v in np.unique(d) if abs(v - inside) <= 1e-9 * spread]  # a tie met within rounding
+        bounds.append(float(near[0] if near else inside))
+    return (float(bounds[0]), float(bounds[1]))
 
 
 def paired_proportion_interval(b, c, n, confidence: float = CONFIDENCE, correction: float = 1.0):
@@ -286,7 +363,9 @@ def paired_difference(setting, baseline, confidence: float = CONFIDENCE, n_resam
         lo, hi = paired_proportion_interval(b, c, d.size, confidence) if d.size > 1 else (math.nan, math.nan)
     else:
         p, test = permutation_p(d, n_resamples, seed), "paired permutation"
-        lo, hi = _bootstrap_mean(d, confidence, n_resamples, seed) if d.size > 1 else (math.nan, math.nan)
+        lo, hi = sign_flip_interval(d, confidence, n_resamples, seed)
+        if p >= 1.0 - confidence and not lo <= 0.0 <= hi:  # a shift the reported test keeps
+            lo, hi = min(lo, 0.0), max(hi, 0.0)
     zero = math.isclose(diff, 0.0, abs_tol=1e-12)
     return PairedDifference(diff, lo, hi, p, test, int(d.size), verdict(p, zero, alpha))
 

@@ -194,6 +194,48 @@ def test_exact_values_below_the_resampling_floor():
     assert stats.permutation_p(many) == pytest.approx(2 / (stats.N_RESAMPLES + 1))
 
 
+# ---------------------------------------------------------------- the interval of other paired values
+def test_the_sign_flip_interval_keeps_zero_where_four_of_32_change_all_one_way():
+    """Qwen's last three turns under log:0.25: four conversations gain, 28 are unchanged. The
+    test's exact p is 0.125, so 0 is in the interval; a shift just below 0 makes every
+    difference positive, which the test rejects: the lower bound is 0 itself."""
+    gains = [1 / 3, 1 / 3, 2 / 3, 1 / 3]
+    d = stats.paired_difference(np.array(gains + [0.5] * 28), [0.0] * 4 + [0.5] * 28)
+    assert d.p_value == pytest.approx(0.125) and d.verdict == "not significant"
+    assert d.lower == 0.0 and d.upper > d.difference
+    assert stats._bootstrap_mean(np.array(gains + [0.0] * 28), 0.95, 9999, 0)[0] > 0  # what the bootstrap said
+
+
+@pytest.mark.parametrize("d", [[0.5, 1.0, -0.25, 2.0, 1.5, 0.75, 1.25], [3.0, -1.0, 2.0, 0.5, 4.0, 1.0, 2.5, -0.5]])
+def test_the_sign_flip_interval_is_the_set_of_shifts_the_enumerated_test_keeps(d):
+    """Few pairs: every sign pattern is enumerated, so each bound is where the exact p of
+    ``d − δ`` crosses 0.05: kept just inside, rejected just outside."""
+    lo, hi = stats.sign_flip_interval(d)
+    eps = 1e-4 * (max(d) - min(d))
+    shifted = lambda delta: _enumerated_p([v - delta for v in d])  # noqa: E731
+    assert shifted(lo + eps) >= 0.05 > shifted(lo - eps)
+    assert shifted(hi - eps) >= 0.05 > shifted(hi + eps)
+    assert lo < float(np.mean(d)) < hi
+
+
+def test_the_sign_flip_interval_covers_95_percent_at_small_discordance():
+    """Per-conversation rates of three turns: most pairs unchanged, the rest changing a turn
+    or two either way (symmetric, true mean difference 0) or shifted by a known amount.
+    Coverage of 95% intervals over seeded simulated runs is at least 93%, each tail missed at
+    most 4% of the time (400 runs a case: a binomial 95% band of about ±2.1 points)."""
+    rng = np.random.default_rng(29)
+    values = np.array([0.0, 1 / 3, -1 / 3, 2 / 3, -2 / 3])
+    for probs, n in (([0.8, 0.07, 0.07, 0.03, 0.03], 32), ([0.6, 0.15, 0.15, 0.05, 0.05], 68),
+                     ([0.9, 0.04, 0.04, 0.01, 0.01], 100)):
+        low = high = 0
+        for _ in range(400):
+            d = rng.choice(values, size=n, p=probs)
+            lo, hi = stats.sign_flip_interval(d, n_resamples=999)
+            low += lo > 0
+            high += hi < 0
+        assert (low + high) / 400 <= 0.07 and low / 400 <= 0.04 and high / 400 <= 0.04, (probs, n, low, high)
+
+
 # ---------------------------------------------------------------- family adjustment and verdicts
 def _difference(p, diff=0.1):
     return stats.PairedDifference(diff, diff - 0.1, diff + 0.1, p, "exact McNemar", 36,

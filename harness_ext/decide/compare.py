@@ -3,8 +3,8 @@
 * 0/1 per-sample metrics: the exact McNemar test on the discordant pairs, and Tango's
   score interval (continuity-corrected) for the difference of paired proportions; other
   per-sample metrics (rates, per-turn values): the paired sign-flip permutation test
-  (exact on the nonzero differences when they are few) and a seeded paired bootstrap 95%
-  interval (``drift_eval.metrics.stats.paired_difference``). Documents pair by ``doc_id``
+  (exact on the nonzero differences when they are few) and the 95% interval of the shifts
+  that test keeps (``drift_eval.metrics.stats.paired_difference``). Documents pair by ``doc_id``
   and must hold the same document (``doc_hash``) in both runs.
 * The **minimum detectable effect** (MDE): the smallest difference the test finds with 80%
   power at this n (exact McNemar power with the observed disagreement as two-way
