@@ -28,6 +28,13 @@ larger than the one just freed, the C allocator maps fresh pages for it again an
 (``benchmarks/README.md``). transformers' ``StaticCache``
 also preallocates, but it attends over every reserved slot at every step and its key
 length is no longer the number of tokens so far, which the bias's positions rely on.
+
+``ConversationStore`` carries a conversation's keys and values from one turn to the next
+(``conversation_cache``): ``carried_cache`` is the reserved cache with every layer keeping
+every position (a sliding-window layer records what leaves its window), ``keep`` holds
+each row's tokens and states after its turn, and ``prefix`` lays them out for the next
+turn's batch at the columns re-encoding would give them, after checking the tokens
+(``exact_prefix``); ``seed`` fills the new cache with them.
 """
 from __future__ import annotations
 
