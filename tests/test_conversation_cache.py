@@ -137,6 +137,21 @@ def test_every_compensation_shape_and_span_answers_as_re_encoding(lm, setting):
     assert store.carried > 0
 
 
+def test_forced_reinjected_scripted_and_duplicate_conversations_in_one_batch(lm):
+    """Forced answers (the end held back by ``generation.Watch``), the instruction restated
+    in later turns, a scripted history, and two identical conversations (the same prompt
+    twice in one batch): still the answers of re-encoding."""
+    lm.set_compensation(CompensationConfig.from_label("log:0.5"))
+    specs = [ConversationSpec(SYSTEM, TURNS[0]), ConversationSpec(SYSTEM, TURNS[0]),
+             ConversationSpec(SYSTEM, TURNS[2], reinject_every=2),
+             ConversationSpec(SYSTEM, TURNS[3], mode="fixed", scripted_replies=["Bonjour.", "D'accord."])]
+    gen = {**GEN, "min_new_tokens": GEN["max_gen_toks"]}
+    requests = [Instance(CONVERSATION.name, {"system_prompt": SYSTEM}, (s.to_json(), dict(gen)), 0) for s in specs]
+    off, _ = _run(lm, "off", 4, requests)
+    on, store = _run(lm, "on", 4, requests)
+    assert on == off and store.carried > 0
+
+
 def test_a_template_that_rewrites_earlier_turns_is_re_encoded_and_marked(tmp_path, caplog):
     from drift_eval.plugin.model import HFDriftLM
 
