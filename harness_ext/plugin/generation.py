@@ -317,7 +317,8 @@ class ConversationStore:
         padding column holds zeros (it is masked). (0, None) when nothing can be carried."""
         B, W = context.shape
         lengths = [int(x) for x in mask.sum(1).tolist()]
-        left_padded = all(bool(mask[i, W - n:].all()) for i, n in enumerate(lengths))
+        if not all(bool(mask[i, W - n:].all()) for i, n in enumerate(lengths)):  # not left padding only
+            return 0, None
         reach, rows = [], []
         for i, key in enumerate(keys):
             held = None if self.stopped or key is None else self.held.get(key)
@@ -331,7 +332,7 @@ class ConversationStore:
                                         "turn is re-encoded (cache_reused: false in its sample)")
             reach.append(W - lengths[i] + n)
             rows.append(held)
-        X = min(reach) if reach and left_padded else 0
+        X = min(reach) if reach else 0
         if X <= 0:
             return 0, None
         ref = next(h for h, r in zip(rows, reach) if h is not None and r > 0)
@@ -359,6 +360,12 @@ class ConversationStore:
         if self.stopped:
             return
         states = kept_states(cache)
+        if any(k is None or v is None for k, v in states):  # a layer the model never wrote (shared states)
+            self._say("layers", "conversation cache: this model leaves some cache layers empty, so its "
+                                "conversations are re-encoded each turn")
+            self.held.clear()
+            self.stopped = True
+            return
         T = states[0][0].shape[-2]
         for i, key in enumerate(keys):
             if key is None:
