@@ -121,3 +121,19 @@ def int_option(name: str, value, minimum: int, maximum: int | None = None) -> in
     if not ok or value < minimum or (maximum is not None and value > maximum):
         raise DriftUsageError(f"{name} must be a whole number {span}, got {value!r}")
     return value
+
+
+CONVERSATION_CACHE = ("off", "on", "auto")
+CONVERSATION_CACHE_MB = 8192  # the default cap on what a run's conversations keep between turns
+
+
+def conversation_cache_setting(mode="off", limit_mb=CONVERSATION_CACHE_MB) -> tuple[str, int]:
+    """``hf-drift``'s ``conversation_cache`` (``off``, ``on`` or ``auto``; lm-eval's
+    ``true``/``false`` read as ``on``/``off``) and ``conversation_cache_mb`` (a whole number
+    of MiB >= 1), checked: anything else is one ``DriftUsageError`` line."""
+    if isinstance(mode, bool):
+        mode = "on" if mode else "off"
+    text = str(mode).strip().lower()
+    if text not in CONVERSATION_CACHE:
+        raise DriftUsageError(f"unknown conversation_cache '{mode}': use one of {', '.join(CONVERSATION_CACHE)}")
+    return text, int_option("conversation_cache_mb", limit_mb, 1)

@@ -9,6 +9,13 @@ that history with the model's chat template, the instruction kept where the temp
 no system role (``drift_eval.plugin.chat``). The system prompt is the compensation span in
 every turn, so the bias follows it as history grows. The request's spec is
 ``drift_eval.conversation.ConversationSpec``.
+
+On a model that carries conversations between turns (``hf-drift`` with
+``conversation_cache=on|auto``: ``carried_conversations``), each turn's prompts are named
+with their conversation, so that a turn prefills only what follows the part of its prompt
+that conversation already computed. An assistant turn whose prompt had to be re-encoded in
+full although its conversation held a cache (the earlier prompt was not a prefix of it)
+says ``"cache_reused": false`` in the logged conversation; nothing is added otherwise.
 """
 from __future__ import annotations
 
@@ -22,11 +29,23 @@ from drift_eval.plugin.chat import keep_instruction
 def run_conversations(drift_lm, requests, progress=None) -> list[list[dict]]:
     """The conversations of ``requests`` on ``drift_lm`` (a ``DriftLM``); each one's full
     message list (system, user and assistant turns), as the spec wrote it."""
-    from lm_eval.api.instance import Instance
-
     specs = [ConversationSpec.from_json(r.args[0]) for r in requests]
     gen_kwargs = [r.args[1] for r in requests]
+    carry = getattr(drift_lm.model, "carried_conversations", None)
+    with carry(specs, gen_kwargs) if callable(carry) else nullcontext() as store:
+        histories, re_encoded = _turns(drift_lm, specs, gen_kwargs, store, progress)
+    for i, at in re_encoded:  # after every turn is rendered: the template never sees the mark
+        histories[i][at]["cache_reused"] = False
+    return histories
+
+
+def _turns(drift_lm, specs, gen_kwargs, store, progress):
+    """(the conversations' messages, the (conversation, message index) of each assistant
+    turn re-encoded although its conversation held a cache)."""
+    from lm_eval.api.instance import Instance
+
     histories = [[{"role": "system", "content": s.system_prompt}] for s in specs]
+    re_encoded = []
     n_turns = max(len(s.user_turns) for s in specs)
     for turn in range(1, n_turns + 1):
         batch, owners = [], []
@@ -44,11 +63,15 @@ def run_conversations(drift_lm, requests, progress=None) -> list[list[dict]]:
             batch.append(Instance("generate_until", {"system_prompt": spec.system_prompt}, (ctx, gen_kwargs[i]), i))
             owners.append(i)
         if batch:
+            if store is not None:
+                store.expect([(r.args[0], i) for r, i in zip(batch, owners)])
             for i, reply in zip(owners, drift_lm.generate_drift(batch, drift_lm.model, disable_tqdm=True)):
+                if store is not None and store.reused.pop(i, None) is False:
+                    re_encoded.append((i, len(histories[i])))
                 histories[i].append({"role": "assistant", "content": reply})
         if progress is not None:
             progress(turn, n_turns)
-    return histories
+    return histories, re_encoded
 
 
 def serve(lm, requests, disable_tqdm: bool = False) -> list[str]:

@@ -8,6 +8,12 @@ model_args (besides everything ``hf`` accepts):
 * ``gguf_file=F``: as for ``hf``, but the de-quantised weights are cached as safetensors
   after the first load (``DRIFT_CACHE_DIR``)
 * ``attention=sdpa|eager`` (default ``sdpa``): the stock attention that the bias wraps
+* ``conversation_cache=off|on|auto`` (default ``off``): whether each conversation of a
+  ``generate_conversation`` call keeps its keys and values between turns, so that a turn
+  prefills only what follows the part of its prompt already computed
+  (``generation.ConversationStore``); ``auto`` re-encodes instead where the model's cache
+  cannot be carried or the run's conversations would need more than the cap, ``on`` stops
+  with one line there. ``conversation_cache_mb=M`` (default 8192) is that cap.
 
 See ``drift_eval.compensation`` for the bias itself and how the span is found.
 """
@@ -24,10 +30,11 @@ from drift_eval.compensation import bias as comp
 from drift_eval.compensation.spans import system_span_end, token_counts
 from drift_eval.errors import DriftUsageError
 from drift_eval.plugin.answers import Answer
-from drift_eval.plugin.generation import Watch, cache_kwarg, generated_tokens, reserved_cache, show_progress
+from drift_eval.plugin.generation import (ConversationStore, Watch, bytes_per_token, cache_kwarg, carried_cache,
+                                         generated_tokens, reserved_cache, seed, show_progress)
 from drift_eval.plugin.local_models import cached_from_gguf
 from drift_eval.plugin.request_types import TYPES
-from drift_eval.settings import CompensationConfig
+from drift_eval.settings import CONVERSATION_CACHE_MB, CompensationConfig, conversation_cache_setting
 
 log = logging.getLogger("lm_eval_drift")
 
@@ -35,10 +42,13 @@ log = logging.getLogger("lm_eval_drift")
 @register_model("hf-drift")
 class HFDriftLM(HFLM):
     def __init__(self, pretrained, compensation="none", strength=1.0, span="system",
-                 gguf_file=None, attention="sdpa", **kwargs):
+                 gguf_file=None, attention="sdpa", conversation_cache="off",
+                 conversation_cache_mb=CONVERSATION_CACHE_MB, **kwargs):
         self.compensation = CompensationConfig.parse(compensation, strength, span)
         if attention not in comp.IMPLEMENTATIONS:
             raise DriftUsageError(f"unknown attention '{attention}': use sdpa or eager")
+        self.conversation_cache, self.conversation_cache_mb = conversation_cache_setting(
+            conversation_cache, conversation_cache_mb)
         if gguf_file and isinstance(pretrained, str):
             pretrained = cached_from_gguf(pretrained, gguf_file, log=log.warning)
         super().__init__(pretrained=pretrained, **kwargs)
@@ -49,8 +59,13 @@ class HFDriftLM(HFLM):
         self._answer_meta: dict = {}  # context -> what generation measured (tokens, natural end)
         self._token_progress = False  # show token progress for the batches of this generate_until call
         self._conversation_bars = False  # inside generate_conversation with lm-eval's bars on
+        self._carry: ConversationStore | None = None  # the conversation caches of the current call
         self.drift_state = comp.install(self.model, self.compensation, base=attention)
         self.set_compensation(self.compensation)
+        if self.conversation_cache == "on" and carried_cache(self.model.config, 1) is None:
+            raise DriftUsageError(f"conversation_cache=on: the key/value cache of {type(self.model).__name__} cannot "
+                                  f"be carried between turns (only full-attention and sliding-window layers can): "
+                                  f"use conversation_cache=auto or off")
 
     # ------------------------------------------------------------------ settings
     def set_compensation(self, config: CompensationConfig) -> None:
@@ -123,10 +138,19 @@ class HFDriftLM(HFLM):
         eos = sorted({*self._eos_ids(), *(ends if isinstance(ends, (list, tuple)) else [] if ends is None else [ends])})
         watch = Watch(width, eos, min_new, max_length - width, progress=self._token_progress,
                       desc=f"generating {context.shape[0]} x {max_length - width} tokens")
+        store, mask, carried = self._carry, generation_kwargs.get("attention_mask"), None
         if not {"cache", "past_key_values"} & set(generation_kwargs) and not generation_kwargs.get("cache_implementation"):
-            cache = reserved_cache(self.model.config, max_length)
+            if store is not None and mask is not None:
+                carried = carried_cache(self.model.config, max_length)
+            cache = carried if carried is not None else reserved_cache(self.model.config, max_length)
             if cache is not None:
                 generation_kwargs[cache_kwarg(self.model)] = cache
+        if carried is not None:  # a conversation turn: start from what each row's conversation holds
+            keys = store.keys_for(self._batch_contexts)
+            span_ends = list(rows[0]) if rows is not None else [0] * context.shape[0]
+            held, states = store.prefix(keys, context, mask, span_ends)
+            if held:
+                seed(carried, states)
         processors = LogitsProcessorList(generation_kwargs.pop("logits_processor", None) or [])
         processors.append(watch)
         if rows is not None:
@@ -138,6 +162,8 @@ class HFDriftLM(HFLM):
             self.drift_state.clear_rows()
             watch.close()
         tokens = generated_tokens(out, width, eos, self.tokenizer.pad_token_id)
+        if carried is not None:
+            store.keep(keys, out, carried, width, mask, tokens, span_ends)
         ends = watch.natural_end or [None] * len(tokens)
         for row, (ctx, n, end) in enumerate(zip(self._batch_contexts, tokens, ends)):
             meta = {"tokens": n}
@@ -163,6 +189,45 @@ class HFDriftLM(HFLM):
             self._docs_by_context = {}
             self._pending_rows = None
             self._token_progress = False
+
+    @contextmanager
+    def carried_conversations(self, specs, gen_kwargs):
+        """Inside the ``with`` body (one ``generate_conversation`` call of the
+        conversations ``specs``, each turn with its ``gen_kwargs``), every conversation keeps
+        its keys and values between turns (``conversation_cache``): yields the
+        ``generation.ConversationStore``, or None where each turn is re-encoded."""
+        store = None
+        if self.conversation_cache != "off" and carried_cache(self.model.config, 1) is not None:
+            need, cap = self.conversation_bytes(specs, gen_kwargs), self.conversation_cache_mb * 2**20
+            if need <= cap:
+                store = ConversationStore(self.compensation.mode if self.compensation.active else "none", cap,
+                                          log.warning)
+            elif self.conversation_cache == "on":
+                raise DriftUsageError(f"conversation_cache=on: {len(specs)} conversations would keep about "
+                                      f"{need / 2**20:.0f} MiB of keys and values, over conversation_cache_mb="
+                                      f"{self.conversation_cache_mb}: raise it, or use conversation_cache=auto or off")
+            else:
+                log.warning(f"conversation_cache=auto: {len(specs)} conversations would keep about {need / 2**20:.0f} "
+                            f"MiB of keys and values, over conversation_cache_mb={self.conversation_cache_mb}, so "
+                            f"each turn is re-encoded")
+        self._carry = store
+        try:
+            yield store
+        finally:
+            self._carry = None
+
+    def conversation_bytes(self, specs, gen_kwargs) -> int:
+        """About how many bytes the conversations ``specs`` keep by their last turn: their
+        system prompt, user messages and scripted replies, 8 tokens of markup per message,
+        and ``max_gen_toks`` per generated turn, times ``generation.bytes_per_token``."""
+        tokens = 0
+        for spec, gen in zip(specs, gen_kwargs):
+            turns = range(1, len(spec.user_turns) + 1)
+            text = "\n".join([spec.system_prompt, *(spec.user_message(t) for t in turns), *spec.scripted_replies])
+            limit = int((gen or {}).get("max_gen_toks", self.max_gen_toks) or self.max_gen_toks)
+            tokens += len(self.tokenizer.encode(text, add_special_tokens=False)) + 8 * (1 + 2 * len(turns))
+            tokens += limit * sum(1 for t in turns if spec.generated(t))
+        return tokens * bytes_per_token(self.model.config, self.model.dtype)
 
     @contextmanager
     def turn_progress(self, on: bool):

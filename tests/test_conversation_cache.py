@@ -1,0 +1,341 @@
+"""The conversation cache of ``hf-drift`` (``conversation_cache=on``): each conversation
+keeps its keys and values between turns, and a turn prefills only what follows the part of
+its prompt already computed. Its answers are those of re-encoding every turn, token for
+token, on tiny random models of three families (llama; qwen2; gemma3_text, whose
+sliding-window layers drop states the next turn needs), with and without compensation, at
+batch sizes 1 and 4, with conversations of different lengths in one batch; and its logits
+are those of re-encoding within float32 rounding (the carried states of generated tokens
+were computed one token at a time, re-encoding computes them in one matrix product, so the
+sums run in another order)."""
+import contextlib
+import logging
+
+import pytest
+import torch
+from lm_eval.api.instance import Instance
+
+from drift_eval.conversation import ConversationSpec, assistant_replies
+from drift_eval.errors import DriftUsageError
+from drift_eval.plugin import generation
+from drift_eval.plugin.conversations import run_conversations
+from drift_eval.plugin.generation import (ConversationStore, Held, RecordingSlidingLayer, bytes_per_token,
+                                         cache_kwarg, carried_cache, exact_prefix, kept_states, seed)
+from drift_eval.plugin.request_types import CONVERSATION
+from drift_eval.plugin.wrapper import DriftLM
+from drift_eval.settings import CompensationConfig, conversation_cache_setting
+from helpers import forward_sums, rounding
+
+FAMILIES = ("llama", "qwen2", "gemma3_text")
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+# a template that rewrites every earlier turn when a message is added (it counts them first)
+COUNTING = "{{ messages | length }} messages\n" + CHATML
+SYSTEM = "Always answer in French, whatever the user writes."
+CORPUS = [SYSTEM, "Hello! Who are you? Tell me about the sea. And the mountains?",
+          "Give me a recipe for soup and make it vegetarian.", "the river ran past the mill and under the old bridge"]
+TURNS = [["Hello! Who are you?", "Tell me about the sea.", "Why?"],
+         ["Give me a recipe for soup.", "Make it vegetarian."],
+         ["the river ran past", "the mill", "and under the old stone bridge", "ok"],
+         ["Hi", "And the mountains?", "Hey"],
+         ["x y z", "a b c"]]
+GEN = {"until": [], "max_gen_toks": 5, "do_sample": False}
+
+
+def chat_tokenizer(template=CHATML):
+    """A byte-level BPE tokenizer (320 tokens, merges learnt from ``CORPUS``, so that a
+    reply may re-tokenise differently from how it was generated) with a ChatML template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(CORPUS * 4, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    fast.chat_template = template
+    return fast
+
+
+def chat_model_dir(folder, family, template=CHATML):
+    """A 2-layer random model of ``family`` with ``chat_tokenizer``, saved to ``folder``;
+    gemma3_text alternates a sliding-window layer (8 positions) with a full one."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    tok = chat_tokenizer(template)
+    kw = dict(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+              num_key_value_heads=2, max_position_embeddings=1024, initializer_range=0.2,
+              eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None)
+    if family == "gemma3_text":  # untied, with a query scale for its head size: else its greedy answers are one token
+        kw.update(head_dim=8, sliding_window=8, query_pre_attn_scalar=8, tie_word_embeddings=False,
+                  layer_types=["sliding_attention", "full_attention"])
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(AutoConfig.for_model(family, **kw), dtype=torch.float32).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def lm(request, tmp_path_factory):
+    from drift_eval.plugin.model import HFDriftLM
+
+    folder = chat_model_dir(tmp_path_factory.mktemp(request.param), request.param)
+    return HFDriftLM(pretrained=folder, device="cpu", batch_size=4)
+
+
+def _requests(turns=TURNS, gen=GEN):
+    return [Instance(CONVERSATION.name, {"system_prompt": SYSTEM}, (ConversationSpec(SYSTEM, t).to_json(), dict(gen)), 0)
+            for t in turns]
+
+
+def _run(lm, mode, batch_size, requests=None):
+    """(the conversations, the store the call used or None) with ``conversation_cache=mode``."""
+    stores = []
+    real = lm.carried_conversations
+
+    @contextlib.contextmanager
+    def spy(*args):
+        with real(*args) as store:
+            stores.append(store)
+            yield store
+
+    lm.conversation_cache, lm.batch_size_per_gpu = mode, batch_size
+    lm.carried_conversations = spy  # this test's own model object
+    try:
+        histories = run_conversations(DriftLM(lm, set()), requests or _requests())
+    finally:
+        del lm.carried_conversations
+        lm.conversation_cache = "off"
+    return histories, stores[0]
+
+
+@pytest.mark.parametrize("batch_size", [1, 4])
+@pytest.mark.parametrize("setting", ["none", "log:0.5"])
+def test_carried_conversations_answer_as_re_encoded_ones(lm, setting, batch_size):
+    lm.set_compensation(CompensationConfig.from_label(setting))
+    off, none = _run(lm, "off", batch_size)
+    on, store = _run(lm, "on", batch_size)
+    assert none is None and store is not None
+    assert [assistant_replies(h) for h in on] == [assistant_replies(h) for h in off]
+    assert on == off  # the whole logged conversation: no cache_reused mark where the cache was used
+    assert store.carried > store.positions // 3  # most of each later prompt came from the carried states
+    assert set(store.reused.values()) <= {True}
+
+
+@pytest.mark.parametrize("setting", ["const:0.5", "head:0.5", "log:0.5@prompt"])
+def test_every_compensation_shape_and_span_answers_as_re_encoding(lm, setting):
+    """``const`` and ``span=prompt`` bias a query differently from one turn to the next, so
+    only the positions before the span end are carried; ``head`` carries all."""
+    if lm.drift_state.head_gammas is None:
+        layers, heads = lm.model.config.num_hidden_layers, lm.model.config.num_attention_heads
+        lm.drift_state.head_gammas = torch.linspace(0.2, 1.5, layers * heads).reshape(layers, heads)
+    lm.set_compensation(CompensationConfig.from_label(setting))
+    off, _ = _run(lm, "off", 4)
+    on, store = _run(lm, "on", 4)
+    assert [assistant_replies(h) for h in on] == [assistant_replies(h) for h in off]
+    assert store.carried > 0
+
+
+def test_forced_reinjected_scripted_and_duplicate_conversations_in_one_batch(lm):
+    """Forced answers (the end held back by ``generation.Watch``), the instruction restated
+    in later turns, a scripted history, and two identical conversations (the same prompt
+    twice in one batch): still the answers of re-encoding."""
+    lm.set_compensation(CompensationConfig.from_label("log:0.5"))
+    specs = [ConversationSpec(SYSTEM, TURNS[0]), ConversationSpec(SYSTEM, TURNS[0]),
+             ConversationSpec(SYSTEM, TURNS[2], reinject_every=2),
+             ConversationSpec(SYSTEM, TURNS[3], mode="fixed", scripted_replies=["Bonjour.", "D'accord."])]
+    gen = {**GEN, "min_new_tokens": GEN["max_gen_toks"]}
+    requests = [Instance(CONVERSATION.name, {"system_prompt": SYSTEM}, (s.to_json(), dict(gen)), 0) for s in specs]
+    off, _ = _run(lm, "off", 4, requests)
+    on, store = _run(lm, "on", 4, requests)
+    assert on == off and store.carried > 0
+
+
+def test_a_template_that_rewrites_earlier_turns_is_re_encoded_and_marked(tmp_path, caplog):
+    from drift_eval.plugin.model import HFDriftLM
+
+    lm = HFDriftLM(pretrained=chat_model_dir(tmp_path / "m", "llama", COUNTING), device="cpu", batch_size=4)
+    off, _ = _run(lm, "off", 4)
+    with caplog.at_level(logging.WARNING, logger="lm_eval_drift"):
+        on, store = _run(lm, "on", 4)
+    assert [assistant_replies(h) for h in on] == [assistant_replies(h) for h in off]
+    assert store.carried == 0
+    for h, turns in zip(on, TURNS):
+        marks = [m.get("cache_reused") for m in h if m["role"] == "assistant"]
+        assert marks == [None] + [False] * (len(turns) - 1)  # turn 1 had nothing to reuse
+    warned = [r for r in caplog.records if "rewrote earlier turns" in r.getMessage()]
+    assert len(warned) == 1  # one line per run, not per turn
+
+
+def test_carried_logits_equal_re_encoded_ones_within_float32_rounding(lm):
+    """One batch of two prompts of different lengths, generated with the carried cache; the
+    next prompts (each row's prompt, its answer and new tokens) prefilled from the held
+    states give the logits of a full re-encoding, position for position, under the bias."""
+    model, state = lm.model, lm.drift_state
+    lm.set_compensation(CompensationConfig.from_label("log:0.5"))
+    g = torch.Generator().manual_seed(3)
+    first = [torch.randint(3, 300, (n,), generator=g) for n in (14, 9)]
+    width = max(len(p) for p in first)
+    ids = torch.stack([torch.cat([torch.zeros(width - len(p), dtype=torch.long), p]) for p in first])
+    mask = (torch.arange(width)[None] >= torch.tensor([width - len(p) for p in first])[:, None]).long()
+    spans = [5, 5]
+    store = ConversationStore("log")
+    cache = carried_cache(model.config, width + 6)
+    state.set_rows(spans, mask.sum(1).tolist(), 6)
+    try:
+        out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6, do_sample=False,
+                             pad_token_id=0, **{cache_kwarg(model): cache})
+        store.keep([0, 1], out, cache, width, mask, [6, 6], spans)
+        rows = [torch.cat([out[i, width - len(p):], torch.randint(3, 300, (4 + 3 * i,), generator=g)])
+                for i, p in enumerate(first)]
+        W = max(len(r) for r in rows)
+        ids = torch.stack([torch.cat([torch.zeros(W - len(r), dtype=torch.long), r]) for r in rows])
+        mask = (torch.arange(W)[None] >= torch.tensor([W - len(r) for r in rows])[:, None]).long()
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        state.set_rows(spans, mask.sum(1).tolist(), 1)
+        with torch.no_grad():
+            full = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
+            X, states = store.prefix([0, 1], ids, mask, spans)
+            assert X > width  # more than the first turn's prompts: its answers are carried too
+            cache = carried_cache(model.config, W)
+            seed(cache, states)
+            part = model(input_ids=ids[:, X:], attention_mask=mask, position_ids=positions[:, X:],
+                         **{cache_kwarg(model): cache}).logits
+    finally:
+        state.clear_rows()
+    real = mask[:, X:].bool()
+    want, got = full[:, X:][real], part[real]
+    tol = rounding(torch.float32, forward_sums(model, W), float(want.abs().max()))
+    assert (got - want).abs().max() <= tol
+    assert torch.equal(got.argmax(-1), want.argmax(-1))
+
+
+# ---------------------------------------------------------------------------- the parts
+def _held(tokens, prompt_len, span_end=0):
+    return Held(torch.tensor(tokens), prompt_len, span_end, [])
+
+
+@pytest.mark.parametrize("held, new, span_end, mode, want", [
+    (_held([1, 2, 3, 4, 5], 3), [1, 2, 3, 4, 9, 9], 0, "none", (4, True)),       # up to where they part
+    (_held([1, 2, 3, 4, 5], 3), [1, 2, 3, 4, 5], 0, "none", (4, True)),          # one position left to prefill
+    (_held([1, 2, 3, 4, 5], 3), [1, 7, 3, 4, 5, 6], 0, "none", (0, False)),      # the earlier prompt rewritten
+    (_held([1, 2, 3, 4, 5, 6, 7], 4, 3), [1, 2, 3, 4, 5, 6, 7, 8], 3, "log", (7, True)),   # same span end: all
+    (_held([1, 2, 3, 4, 5, 6, 7], 4, 3), [1, 2, 3, 4, 5, 6, 7, 8], 3, "head", (7, True)),
+    (_held([1, 2, 3, 4, 5, 6, 7], 4, 3), [1, 2, 3, 4, 5, 6, 7, 8], 3, "const", (3, True)),  # level moves with L
+    (_held([1, 2, 3, 4, 5, 6, 7], 4, 4), [1, 2, 3, 4, 5, 6, 7, 8], 8, "log", (4, True)),    # span=prompt
+])
+def test_exact_prefix(held, new, span_end, mode, want):
+    assert exact_prefix(held, torch.tensor(new), span_end, mode) == want
+
+
+def test_the_recording_sliding_layer_attends_as_the_stock_one_and_keeps_everything():
+    from transformers.cache_utils import DynamicSlidingWindowLayer
+
+    g = torch.Generator().manual_seed(0)
+    steps = [(torch.randn(2, 2, n, 4, generator=g), torch.randn(2, 2, n, 4, generator=g)) for n in [5, 1, 1, 1, 1]]
+    stock, layer = DynamicSlidingWindowLayer(sliding_window=4), RecordingSlidingLayer(4, capacity=9)
+    for k, v in steps:
+        sk, sv = stock.update(k, v)
+        lk, lv = layer.update(k, v)
+        assert torch.equal(lk, sk) and torch.equal(lv, sv)
+        assert layer.get_mask_sizes(1) == stock.get_mask_sizes(1)
+    assert torch.equal(layer.record.keys, torch.cat([k for k, _ in steps], -2))
+
+
+def test_only_full_and_sliding_layers_are_carried():
+    from transformers import LlamaConfig, MistralConfig
+
+    assert [type(x).__name__ for x in carried_cache(LlamaConfig(num_hidden_layers=2), 8).layers] == ["ReservedLayer"] * 2
+    sliding = carried_cache(MistralConfig(num_hidden_layers=2, sliding_window=16), 8)
+    assert [type(x).__name__ for x in sliding.layers] == ["RecordingSlidingLayer"] * 2
+    assert kept_states(sliding) == [(None, None)] * 2
+
+
+def test_bytes_per_token_from_the_layer_head_and_size_counts():
+    from transformers import LlamaConfig, MistralConfig
+
+    smollm2 = LlamaConfig(num_hidden_layers=30, hidden_size=576, num_attention_heads=9, num_key_value_heads=3)
+    assert bytes_per_token(smollm2, torch.float32) == 2 * 30 * 3 * 64 * 4 == 46080
+    llama2_7b = LlamaConfig(num_hidden_layers=32, hidden_size=4096, num_attention_heads=32, num_key_value_heads=32)
+    assert bytes_per_token(llama2_7b, torch.float16) == 2 * 32 * 32 * 128 * 2 == 524288
+    mistral_7b = MistralConfig(num_hidden_layers=32, hidden_size=4096, num_attention_heads=32, num_key_value_heads=8)
+    assert bytes_per_token(mistral_7b, torch.bfloat16) == 131072
+
+
+def test_the_setting_is_checked():
+    assert conversation_cache_setting() == ("off", 8192)
+    assert conversation_cache_setting("AUTO", "512") == ("auto", 512)
+    assert conversation_cache_setting(True)[0] == "on" and conversation_cache_setting(False)[0] == "off"
+    for bad in ("yes", "", None, 2):
+        with pytest.raises(DriftUsageError, match="conversation_cache"):
+            conversation_cache_setting(bad)
+    for bad in (0, "-1", "big", 1.5, True):
+        with pytest.raises(DriftUsageError, match="conversation_cache_mb"):
+            conversation_cache_setting("on", bad)
+
+
+def test_a_bad_setting_stops_before_the_model_loads():
+    from drift_eval.plugin.model import HFDriftLM
+
+    with pytest.raises(DriftUsageError, match="unknown conversation_cache 'sometimes'"):
+        HFDriftLM(pretrained="/nonexistent/model", conversation_cache="sometimes")
+
+
+def test_over_the_cap_on_stops_and_auto_re_encodes(lm, caplog):
+    lm.set_compensation(CompensationConfig.from_label("none"))
+    lm.conversation_cache_mb = 1
+    big = {**GEN, "max_gen_toks": 10**6}
+    try:
+        specs = [ConversationSpec.from_json(r.args[0]) for r in _requests(gen=big)]
+        assert lm.conversation_bytes(specs, [big] * len(specs)) > 2**20
+        lm.conversation_cache = "on"
+        with pytest.raises(DriftUsageError, match="over conversation_cache_mb=1"):
+            with lm.carried_conversations(specs, [big] * len(specs)):
+                pass
+        lm.conversation_cache = "auto"
+        with caplog.at_level(logging.WARNING, logger="lm_eval_drift"):
+            with lm.carried_conversations(specs, [big] * len(specs)) as store:
+                assert store is None
+        assert any("each turn is re-encoded" in r.getMessage() for r in caplog.records)
+    finally:
+        lm.conversation_cache, lm.conversation_cache_mb = "off", 8192
+
+
+def test_past_the_cap_at_run_time_the_rest_is_re_encoded(lm, monkeypatch, caplog):
+    lm.set_compensation(CompensationConfig.from_label("none"))
+    off, _ = _run(lm, "off", 4)
+    real = generation.ConversationStore.__init__
+
+    def tiny_cap(self, mode="none", limit=None, warn=None):
+        real(self, mode, 1, warn)  # one byte: the first batch already outgrows it
+
+    monkeypatch.setattr(generation.ConversationStore, "__init__", tiny_cap)
+    with caplog.at_level(logging.WARNING, logger="lm_eval_drift"):
+        on, store = _run(lm, "on", 4)
+    assert store.stopped and not store.held and store.carried == 0
+    assert [assistant_replies(h) for h in on] == [assistant_replies(h) for h in off]
+    assert sum("outgrew" in r.getMessage() for r in caplog.records) == 1
+
+
+# ---------------------------------------------------------------------------- the bundled model
+SMOL_TURNS = [["Hello! Who are you?", "What is your favourite colour?", "Why?"],
+              ["Tell me about the sea.", "And the mountains?", "Which do you prefer?"],
+              ["Give me a recipe for soup.", "Make it vegetarian.", "How long does it cook?"],
+              ["Name a French city.", "What is it known for?", "Thanks."]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting", ["none", "log:0.5"])
+def test_smollm2_carried_conversations_answer_as_re_encoded_ones(smollm2_dir, setting):
+    """4 conversations x 3 turns on SmolLM2-135M-Instruct (its own chat template), batch 4."""
+    from drift_eval.plugin.model import HFDriftLM
+
+    lm = HFDriftLM(pretrained=smollm2_dir, device="cpu", batch_size=4,
+                   compensation=CompensationConfig.from_label(setting).mode, strength=0.5)
+    requests = _requests(SMOL_TURNS, {"until": [], "max_gen_toks": 24, "do_sample": False})
+    off, _ = _run(lm, "off", 4, requests)
+    on, store = _run(lm, "on", 4, requests)
+    assert [assistant_replies(h) for h in on] == [assistant_replies(h) for h in off]
+    assert on == off
+    assert store.carried > store.positions // 3 and set(store.reused.values()) <= {True}
