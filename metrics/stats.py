@@ -337,7 +337,9 @@ def adjust_family(differences, alpha: float = ALPHA) -> list:
     diffs = list(differences)
     if not diffs:
         return []
-    adjusted = false_discovery_control([min(1.0, max(0.0, float(d.p_value))) for d in diffs], method="bh")
+    # a p that is not a number counts as 1 (nothing shown), never as 0 (max(0.0, nan) is 0.0)
+    raw = [min(1.0, max(0.0, float(d.p_value))) if math.isfinite(float(d.p_value)) else 1.0 for d in diffs]
+    adjusted = false_discovery_control(raw, method="bh")
     out = []
     for d, q in zip(diffs, adjusted):
         zero = d.verdict == "no difference"

@@ -260,6 +260,12 @@ def test_adjust_family_is_benjamini_hochberg_by_hand():
     assert stats.adjust_family([]) == []
 
 
+def test_a_p_value_that_is_not_a_number_is_never_significant_after_adjustment():
+    [nan, real] = stats.adjust_family([_difference(math.nan), _difference(0.01)])
+    assert nan.p_adjusted == 1.0 and nan.verdict == "not significant"
+    assert real.p_adjusted == pytest.approx(0.02) and real.verdict == "significant"  # 0.01 * 2 / 1
+
+
 def test_verdict_words():
     assert stats.verdict(0.01) == "significant"
     assert stats.verdict(0.05) == stats.verdict(1.0) == "not significant"  # p = 1 promises no direction
