@@ -72,7 +72,9 @@ def _rows(db_path):
 
 
 def _run_until(out, model, stop, sig, timeout=600):
-    """Start a sweep and send it ``sig`` once ``stop(stdout_so_far)`` is true."""
+    """Start a sweep and send it ``sig`` once ``stop(stdout_so_far)`` is true. The sweep is
+    paused (SIGSTOP) while ``stop`` looks at its output and files, so that on a loaded
+    machine it cannot finish the stage between the look and the signal."""
     env = dict(os.environ, **ENV)
     proc = subprocess.Popen([DRIFT_EVAL, "sweep", "--output", str(out), "--model-args", f"pretrained={model}", *ARGS],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -83,9 +85,13 @@ def _run_until(out, model, stop, sig, timeout=600):
         t.start()
     t0 = time.time()
     while proc.poll() is None and time.time() - t0 < timeout:
-        if stop("".join(lines)):
-            proc.send_signal(sig)
-            break
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            if stop("".join(lines)):
+                proc.send_signal(sig)
+                break
+        finally:
+            proc.send_signal(signal.SIGCONT)
         time.sleep(0.02)
     proc.wait(timeout=timeout)
     for t in readers:
