@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+from drift_eval.files import write_json_atomic
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODES = ("off", "on")
 
@@ -101,8 +103,7 @@ def main():
     meta |= {"model": "SmolLM2-135M-Instruct (float32, CPU)", "threads": 1, "batch": "all conversations",
              "out": os.path.relpath(os.path.abspath(args.out), os.path.dirname(HERE))}  # no machine path
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump({"meta": meta, "results": res}, fh, indent=2)
+    write_json_atomic(args.out, {"meta": meta, "results": res}, indent=2)
     print(json.dumps(res, indent=2))
 
 

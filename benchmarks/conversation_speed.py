@@ -25,6 +25,7 @@ from drift_eval.plugin.request_types import CONVERSATION
 from drift_eval.plugin.local_models import smollm2_dir
 from drift_eval.plugin.model import HFDriftLM
 from drift_eval.tasks.drift_french.data import read_conversations, system_prompt
+from drift_eval.files import write_json_atomic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -83,8 +84,7 @@ def main():
     meta = vars(args) | {"out": os.path.relpath(os.path.abspath(args.out), os.path.dirname(HERE)),  # no machine path
                          "model": "SmolLM2-135M-Instruct (float32, CPU)", "clock": "process CPU time", "threads": 1}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump({"meta": meta, "results": res}, fh, indent=2)
+    write_json_atomic(args.out, {"meta": meta, "results": res}, indent=2)
     print(json.dumps(res, indent=2))
 
 

@@ -144,16 +144,23 @@ class ReservedLayer(DynamicLayer):
         super().reset()
 
 
+def _dynamic_cache(config) -> DynamicCache | None:
+    """transformers' ``DynamicCache`` laid out for ``config``'s layers; ``None`` where it
+    cannot lay one out (or lays out no layer)."""
+    try:
+        cache = DynamicCache(config=config)
+    except (AttributeError, KeyError, NotImplementedError, TypeError, ValueError):
+        return None
+    return cache if cache.layers else None
+
+
 def reserved_cache(config, capacity: int) -> DynamicCache | None:
     """transformers' ``DynamicCache`` for ``config``'s layers, each full-attention layer a
     ``ReservedLayer`` of ``capacity`` positions (sliding-window and other layer types as
     transformers makes them). ``None`` (generate builds its own cache) for a model whose
     config transformers cannot lay out a dynamic cache for."""
-    try:
-        cache = DynamicCache(config=config)
-    except (AttributeError, KeyError, NotImplementedError, TypeError, ValueError):
-        return None
-    if not cache.layers:
+    cache = _dynamic_cache(config)
+    if cache is None:
         return None
     cache.layers = [ReservedLayer(capacity) if type(layer) is DynamicLayer else layer for layer in cache.layers]
     return cache
@@ -190,11 +197,8 @@ def carried_cache(config, capacity: int) -> DynamicCache | None:
     attention: ``ReservedLayer``; sliding window: ``RecordingSlidingLayer``), so that a
     conversation's next turn can start from them. ``None`` for a model with any other kind
     of layer (linear attention, chunked or shared caches): its conversations are re-encoded."""
-    try:
-        cache = DynamicCache(config=config)
-    except (AttributeError, KeyError, NotImplementedError, TypeError, ValueError):
-        return None
-    if not cache.layers:
+    cache = _dynamic_cache(config)
+    if cache is None:
         return None
     layers = []
     for layer in cache.layers:
