@@ -1,4 +1,4 @@
-"""Scores for a multi-turn conversation that was told to stay in French.
+"""Scores for a multi-turn conversation that was told to stay in one language (French by default).
 
 Definitions: docs/metrics.md ("Conversations"). ``score_conversation`` returns every
 per-conversation value of the conversation tasks.
@@ -17,12 +17,12 @@ def reply_language(text: str, lang: str = "fr") -> str:
     return langid.label_segments([text or ""], target=lang)[0].lang
 
 
-def leaked(text: str, instruction: str = "") -> tuple[int, int]:
+def leaked(text: str, instruction: str = "", lang: str = "fr") -> tuple[int, int]:
     """(leaked instruction words, words) in ``text``: the words inside a restatement or a
     quotation of the instruction (``drift.restated_words``). Ordinary words that also occur
     in instructions ("only", "answer", "language") do not leak on their own, so a reply that
     drifts into English does not raise the count."""
-    return drift.restated_words(text, instruction)
+    return drift.restated_words(text, instruction, lang=lang)
 
 
 def defined_share(values: list) -> float | None:
@@ -39,8 +39,8 @@ def score_conversation(replies: list[str], lang: str = "fr", first_turn: int = 1
     (None when no turn is determined)."""
     languages = [reply_language(r, lang) for r in replies]
     french = [None if x == langid.UNKNOWN else float(x == lang) for x in languages]
-    leaks = [leaked(r, instruction) for r in replies]
-    echo = [float(drift.restates_instruction(r, instruction)) for r in replies]
+    leaks = [leaked(r, instruction, lang) for r in replies]
+    echo = [float(drift.restates_instruction(r, instruction, lang=lang)) for r in replies]
     late = echo[1:][-LATE_TURNS:]  # the last three turns, turn 1 left out
     late_echo = sum(late) / len(late) if late else None
     out = {}

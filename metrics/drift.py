@@ -5,11 +5,12 @@ value of ``drift_french_single``.
 """
 from __future__ import annotations
 
+import functools
 import re
 import string
 
 from drift_eval.metrics import langid
-from drift_eval.metrics.text import fold
+from drift_eval.metrics.text import CJK, fold
 from drift_eval.metrics.values import ListValue
 
 ECHO_PATTERNS = [
@@ -23,6 +24,13 @@ ECHO_PATTERNS = [
     r"\bcomme\s+(?:demande|convenu|indique)\b[^.!?\n]{0,20}\ben\s+francais\b",
 ]
 _ECHO_RE = [re.compile(p) for p in ECHO_PATTERNS]
+#: the English patterns above, for any language: ``{name}`` is its English name, lower-cased
+ECHO_PATTERNS_EN = [
+    r"\b(?:answer|answers|answering|respond|responding|reply|replying|write|writing|speak|speaking)\b[^.!?\n]{{0,40}}\b{name}\b",
+    r"\b(?:only|solely|exclusively)\s+(?:in\s+)?{name}\b",
+    r"\b{name}\s+only\b",
+    r"\bin\s+{name}\s+as\s+(?:requested|instructed|asked)\b",
+]
 ECHO_NGRAM = 5
 #: metric tokens per segment of a language timeline
 SEGMENT_TOKENS = 128
@@ -32,9 +40,30 @@ def _ngrams(words: list[str], n: int) -> set[tuple[str, ...]]:
     return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
-def restates_instruction(text: str, instruction: str = "", n: int = ECHO_NGRAM) -> bool:
+@functools.lru_cache(maxsize=None)
+def echo_regexes(lang: str = "fr") -> tuple:
+    """The compiled restatement patterns of ``lang``, matched on accent-folded lower-case text:
+    ``ECHO_PATTERNS`` for French; for any other target, ``ECHO_PATTERNS_EN`` with its English
+    name and its phrases from ``languages.json`` (in the language and in English), each a
+    whole-word match (a plain match in Chinese and Japanese, written without spaces)."""
+    if lang == "fr":
+        return tuple(_ECHO_RE)
+    from drift_eval.metrics.languages import language
+
+    spec = language(lang)
+    name = re.escape(fold(spec.name))
+    out = [re.compile(p.format(name=name)) for p in ECHO_PATTERNS_EN]
+    for phrase in (*spec.echo_phrases, *spec.echo_phrases_en):
+        body = r"\s+".join(re.escape(w) for w in fold(phrase).split())
+        if not body:
+            continue
+        out.append(re.compile(body if re.search(f"[{CJK}]", phrase) else rf"(?<!\w){body}(?!\w)"))
+    return tuple(out)
+
+
+def restates_instruction(text: str, instruction: str = "", n: int = ECHO_NGRAM, lang: str = "fr") -> bool:
     folded = fold(text)
-    if any(r.search(folded) for r in _ECHO_RE):
+    if any(r.search(folded) for r in echo_regexes(lang)):
         return True
     if instruction:
         inst = _ngrams(langid.WORD_RE.findall(fold(instruction)), n)
@@ -42,15 +71,15 @@ def restates_instruction(text: str, instruction: str = "", n: int = ECHO_NGRAM) 
     return False
 
 
-def restated_words(text: str, instruction: str = "", n: int = ECHO_NGRAM) -> tuple[int, int]:
+def restated_words(text: str, instruction: str = "", n: int = ECHO_NGRAM, lang: str = "fr") -> tuple[int, int]:
     """(words of ``text`` inside a restatement of the instruction, words of ``text``). After
     accent folding and lower-casing, a word is inside a restatement when it lies in a match
-    of one of ``ECHO_PATTERNS`` or in a word ``n``-gram that the text shares with
+    of one of ``echo_regexes(lang)`` or in a word ``n``-gram that the text shares with
     ``instruction``. Words are ``text.words`` (the leak metrics' denominator)."""
     folded = fold(text)
     spans = [m.span() for m in langid.WORD_RE.finditer(folded)]
     covered = [False] * len(spans)
-    for r in _ECHO_RE:
+    for r in echo_regexes(lang):
         for m in r.finditer(folded):
             for i, (a, b) in enumerate(spans):
                 if a < m.end() and b > m.start():
@@ -125,10 +154,19 @@ def survival(timelines: list[list[str]], lang: str = "fr"):
     return survival_curve([first_foreign(t, lang) for t in kept], [len(t) for t in kept])
 
 
-def french_survival(timelines: list[list[str]]) -> ListValue:
-    """lm-eval aggregation for ``language_timeline``: the share of answers still French at
-    each segment (the survival curve; per-sample timelines stay in the logged samples)."""
-    return ListValue((round(v, 6) for v in survival(timelines).estimate), along="segments")
+def french_survival(timelines: list[list[str]], lang: str = "fr") -> ListValue:
+    """lm-eval aggregation for ``language_timeline``: the share of answers still in ``lang``
+    (French by default) at each segment (the survival curve; per-sample timelines stay in
+    the logged samples)."""
+    return ListValue((round(v, 6) for v in survival(timelines, lang).estimate), along="segments")
+
+
+def neutral_names(scores: dict) -> dict:
+    """``scores`` with the language-neutral metric names of the ``drift_<L>`` tasks: every
+    ``french`` in a name becomes ``target`` (``fully_french`` -> ``fully_target``,
+    ``french_turn_3`` -> ``target_turn_3``); docs/metrics.md says why drift_french keeps its
+    own names."""
+    return {k.replace("french", "target"): v for k, v in scores.items()}
 
 
 def mean_language_score(scores: list[list[float]]) -> float:
@@ -144,13 +182,48 @@ def mean_language_score(scores: list[list[float]]) -> float:
 _LCB_TABLE = str.maketrans({**{c: None for c in string.punctuation}, "\u2014": " ", "\u060c": None})
 
 
-def lcb_lines(text: str, min_tokens: int = 5) -> list[str]:
+@functools.lru_cache(maxsize=1)
+def _segmenter(lang: str):
+    """LCB's word segmenter for Chinese (jieba) and Japanese (fugashi, ``-O wakati``, with
+    the unidic-lite dictionary that its wheel bundles), loaded once."""
+    if lang == "zh":
+        import logging
+
+        import jieba
+
+        jieba.setLogLevel(logging.WARNING)
+        return lambda line: [w for w in jieba.cut(line) if w.strip()]
+    from fugashi import Tagger
+
+    tagger = Tagger("-O wakati -b 50000")
+    return lambda line: tagger.parse(line).split()
+
+
+def segmenter_problem(lang: str) -> str | None:
+    """Why ``lcb_tokens`` cannot segment ``lang`` here (one line), or None when it can."""
+    if lang not in ("zh", "ja"):
+        return None
+    try:
+        _segmenter(lang)
+    except (ImportError, RuntimeError) as exc:
+        package = "jieba" if lang == "zh" else "fugashi and unidic-lite"
+        return f"scoring {lang} needs {package} (LCB's word segmenter): pip install {package.replace(' and ', ' ')} ({exc})"
+    return None
+
+
+def lcb_tokens(line: str, lang: str = "fr") -> list[str]:
+    """A line's tokens as LCB counts them: jieba's words for Chinese, fugashi's for
+    Japanese, whitespace tokens (``str.split``) for every other language."""
+    return _segmenter(lang)(line) if lang in ("zh", "ja") else line.split()
+
+
+def lcb_lines(text: str, min_tokens: int = 5, lang: str = "fr") -> list[str]:
     """The lines LCB classifies in a response, as it writes them: the text before the first
     ``"\nQ:"``, stripped, normalised (``_LCB_TABLE``), split at ``"\n"``, keeping lines of at
-    least ``min_tokens`` whitespace tokens (``str.split``). Nothing else is changed: a
-    no-break space or a tab stays inside the line that goes to fastText."""
+    least ``min_tokens`` tokens (``lcb_tokens``). Nothing else is changed: a no-break space
+    or a tab stays inside the line that goes to fastText."""
     normal = (text or "").split("\nQ:")[0].strip().translate(_LCB_TABLE)
-    return [ln for ln in normal.split("\n") if len(ln.split()) >= min_tokens]
+    return [ln for ln in normal.split("\n") if len(lcb_tokens(ln, lang)) >= min_tokens]
 
 
 def lcb_line_pass(text: str, lang: str = "fr", threshold: float = 0.3, min_tokens: int = 5) -> float | None:
@@ -158,7 +231,7 @@ def lcb_line_pass(text: str, lang: str = "fr", threshold: float = 0.3, min_token
     line of ``lcb_lines`` is labelled ``lang`` by fastText with a probability above
     ``threshold`` (at or below it LCB calls a line "unknown", which fails), 0.0 when a line
     fails, ``None`` when no line is long enough (LCB skips such responses)."""
-    lines = lcb_lines(text, min_tokens)
+    lines = lcb_lines(text, min_tokens, lang)
     if not lines:
         return None
     preds = langid.predict(lines, k=1, fold_whitespace=False)
@@ -204,7 +277,7 @@ def score_response(text: str, instruction: str = "", lang: str = "fr", segment_s
         "undetermined_share": 0.0 if decided else 1.0,
         "known_share": known_share(timeline),
         "second_half_french": float(second_lang == lang) if second_lang != langid.UNKNOWN else None,
-        "echo_rate": float(restates_instruction(second, instruction)),
+        "echo_rate": float(restates_instruction(second, instruction, lang=lang)),
         "line_pass_rate": line_pass_rate(text, lang),
         "lcb_lpr": lcb_line_pass(text, lang),
         "langdetect_french": float(detected == lang) if detected != langid.UNKNOWN else None,

@@ -5,14 +5,33 @@ from __future__ import annotations
 import re
 import unicodedata
 
-WORD_RE = re.compile(r"\w+", re.UNICODE)
+#: Han characters and kana: scripts written without spaces, where each character is one
+#: metric token (a documented stand-in for word segmentation; docs/metrics.md, "Tokens")
+CJK = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+#: the vowel signs and other combining marks of Devanagari, Arabic and Cyrillic, which ``\w``
+#: leaves out: inside a word they belong to it
+MARKS = "\u0483-\u0489\u064b-\u065f\u0670\u06d6-\u06dc\u06df-\u06e4\u06e7\u06e8\u06ea-\u06ed" \
+        "\u0900-\u0903\u093a-\u094f\u0951-\u0957\u0962\u0963"
+#: words: a run of word characters (with the marks inside them), or one Han or kana character
+WORD_RE = re.compile(rf"[{CJK}]|[^\W{CJK}][^\W{CJK}{MARKS}]*(?:[{MARKS}]+[^\W{CJK}]*)*", re.UNICODE)
 REPEAT_N = 4
 
 
 def fold(text: str) -> str:
-    """Lower-case and strip accents, so that patterns match "Français" and "francais"."""
-    decomposed = unicodedata.normalize("NFKD", (text or "").lower())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
+    """Lower-case and strip accents, so that patterns match "Français" and "francais" (and
+    Turkish dotless ı is i, as lower-casing "I" gives). Only marks on Latin letters (and on
+    anything before U+0370) go: a Japanese voiced kana, a Devanagari nukta or a Cyrillic й
+    keeps its mark, since there it makes another letter."""
+    decomposed = unicodedata.normalize("NFKD", (text or "").lower().replace("ı", "i"))
+    out, strip = [], True
+    for c in decomposed:
+        if unicodedata.combining(c):
+            if not strip:
+                out.append(c)
+            continue
+        out.append(c)
+        strip = c < "\u0370" or "\u1e00" <= c <= "\u1eff"
+    return unicodedata.normalize("NFC", "".join(out))
 
 
 def words(text: str) -> list[str]:

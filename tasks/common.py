@@ -1,0 +1,104 @@
+"""What every language-persistence task shares: its task classes (forced length, eight-turn
+conversations), the headline rule, what the backend reported about an answer, and the
+aggregations of values that are not defined for every sample. The drift_french and
+drift_languages task folders build on it; lm-eval reaches it through their ``utils.py``."""
+from __future__ import annotations
+
+import json
+from copy import deepcopy
+
+from drift_eval.errors import DriftUsageError
+from drift_eval.metrics import langid
+from drift_eval.plugin.answers import meta_of
+from drift_eval.plugin.request_types import CONVERSATION
+from drift_eval.plugin.task_base import YamlTask
+
+
+def headline(scores: dict, value) -> None:
+    """The drift_french group's headline ``drift_score``. An undetermined sample gets no
+    ``drift_score`` at all (rather than None): lm-eval then takes its own ``mean`` and
+    standard error over the determined samples, and its group pools the tasks' means,
+    weighted by their document counts (docs/metrics.md, "The group headline")."""
+    if value is not None:
+        scores["drift_score"] = value
+
+
+def answer_record(answer) -> dict:
+    """What the backend reported about an answer (``drift_eval.plugin.backends``): whether
+    its length was forced, its length in tokens (None: the backend cannot count), and where
+    the instruction sat (``system``/``user``/``plain``; None: not known)."""
+    meta = meta_of(answer)
+    tokens = meta.get("tokens")
+    return {"forced_length": float(meta.get("forced_length") is True),
+            "answer_tokens": float(tokens) if isinstance(tokens, int) else None,
+            "instruction_placement": meta.get("instruction_placement"),
+            # 1 where the backend watched for the natural end of a forced answer (hf-drift);
+            # 0 where it cannot (other backends): natural_end is then not known, not absent
+            "natural_end_observed": float("natural_end" in meta) if meta.get("forced_length") else None}
+
+
+def placements(values) -> str:
+    """lm-eval aggregation of ``instruction_placement``: the one placement of the run, or
+    every placement seen, joined by '+'."""
+    return "+".join(sorted({str(v) for v in values})) or "none"
+
+
+def defined_mean(values):
+    """Aggregation for metrics that are not defined for every sample (``None`` there): the
+    mean over the samples where they are, ``None`` when there are none."""
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def check_language_model():
+    try:
+        langid.identify("Ceci est une phrase en français.")
+    except langid.LanguageModelMissing as exc:
+        raise DriftUsageError(str(exc)) from None
+
+
+class DriftTask(YamlTask):
+    """Base of the drift tasks: it checks the language-ID model before any generation
+    starts, so that a missing file cannot waste a run."""
+
+    def __init__(self, config=None):
+        check_language_model()
+        super().__init__(config=config)
+
+
+class ForcedLengthTask(DriftTask):
+    """A generation task whose answers run to ``max_gen_toks``: the end-of-sequence token is
+    suppressed until then (``min_new_tokens = max_gen_toks`` unless the user sets
+    ``min_new_tokens`` in ``--gen_kwargs``; ``min_new_tokens=0`` runs it unforced on
+    purpose). The task's metadata in the results says which (``answer_length``: ``forced``
+    or ``unforced``), and so do the report, the leaderboard and the gate, which never
+    compare the two as one test."""
+
+    def build_all_requests(self, **kwargs):
+        gen = self.config.generation_kwargs or {}
+        forced = int(gen.get("min_new_tokens", gen.get("max_gen_toks", 256)) or 0) > 0
+        self.config.metadata = {**(self.config.metadata or {}), "answer_length": "forced" if forced else "unforced"}
+        super().build_all_requests(**kwargs)
+
+    def construct_requests(self, doc, ctx, **kwargs):
+        inst = super().construct_requests(doc, ctx, **kwargs)
+        for i in inst if isinstance(inst, list) else [inst]:
+            gen = i.arguments[1]
+            if "min_new_tokens" not in gen:
+                gen["min_new_tokens"] = gen.get("max_gen_toks", 256)
+        return inst
+
+
+class ConversationTask(DriftTask):
+    """One ``generate_conversation`` request per doc, served by every chat model."""
+
+    def construct_requests(self, doc, ctx, **kwargs):
+        return self.request(doc, CONVERSATION, doc["spec"], deepcopy(self.config.generation_kwargs), **kwargs)
+
+
+def conversation_placement(messages) -> str:
+    """Where the instruction sat in a logged conversation: its own system turn, or the top
+    of the first user message (a chat template without a system role)."""
+    if isinstance(messages, str):
+        messages = json.loads(messages)
+    return "system" if messages and messages[0].get("role") == "system" else "user"

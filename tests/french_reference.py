@@ -1,0 +1,56 @@
+"""The drift_french scores of committed real answers, as a reference that changes to the
+shared scoring code must not move (tests/test_french_unchanged.py).
+
+    python tests/french_reference.py --write    # rewrite tests/data/french_scores_reference.json
+
+Inputs: the whole SmolLM2 answers of docs/results/checkpoints/smollm2_single_whole and the
+conversations of docs/results/*_multiturn (committed). Written with the scoring code of the
+tree it runs in; the committed file was written before the multi-language rule landed."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+REFERENCE = os.path.join(ROOT, "tests", "data", "french_scores_reference.json")
+INSTRUCTION = ("You are a helpful assistant. Answer only in French, whatever language the user writes in. "
+               "Never switch to another language.")
+
+
+def inputs() -> dict:
+    """``{"single": {key: text}, "conversations": {key: [reply, ...]}}``."""
+    single, convs = {}, {}
+    for path in sorted(glob.glob(os.path.join(ROOT, "docs", "results", "checkpoints", "smollm2_single_whole", "*.jsonl"))):
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                rec = json.loads(line)
+                answer = rec["answer"]["answer"] if isinstance(rec["answer"].get("answer"), dict) else rec["answer"]
+                single[f"{os.path.basename(path)}:{rec['key'][:16]}"] = answer["text"]
+    for path in sorted(glob.glob(os.path.join(ROOT, "docs", "results", "*_multiturn", "*", "*", "samples_*.jsonl"))):
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                s = json.loads(line)
+                msgs = json.loads(s["resps"][0][0])
+                convs[f"{os.path.relpath(path, ROOT)}:{s['doc_id']}"] = [m["content"] for m in msgs
+                                                                         if m["role"] == "assistant"]
+    return {"single": single, "conversations": convs}
+
+
+def scores() -> dict:
+    from drift_eval.metrics import conversation, drift
+
+    data = inputs()
+    return {"single": {k: drift.score_response(t, instruction=INSTRUCTION, lang="fr") for k, t in data["single"].items()},
+            "conversations": {k: conversation.score_conversation(r, lang="fr", instruction=INSTRUCTION)
+                              for k, r in data["conversations"].items()}}
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write"]:
+        sys.exit("usage: python tests/french_reference.py --write")
+    with open(REFERENCE + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump(scores(), fh, ensure_ascii=False, sort_keys=True)
+    os.replace(REFERENCE + ".tmp", REFERENCE)
+    print(REFERENCE)

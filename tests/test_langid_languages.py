@@ -1,0 +1,126 @@
+"""Language ID for every target language of drift_languages: the rule's precision and
+recall for "left the target" on the held-out part of each language's hand-labelled set
+(tests/data/langid/), and the parts the rule is made of, on cases with known answers."""
+import os
+
+import pytest
+
+from drift_eval.files import read_jsonl
+from drift_eval.metrics import drift, langid, text
+from drift_eval.metrics.languages import TARGETS, language
+from drift_eval.metrics.stats import precision_recall
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "langid")
+KEYS = ("id", "lang", "split", "category", "left_target", "text")
+CATEGORIES = {"target_plain", "target_named_entities", "target_lists_tables", "target_code", "target_degenerate",
+              "english_switch", "other_language_switch", "english_loop", "mixed"}
+
+
+def rows(lang: str, split: str | None = None) -> list:
+    out = read_jsonl(os.path.join(DATA, f"{lang}.jsonl"), "segment file", required=KEYS)
+    return [r for r in out if split is None or r["split"] == split]
+
+
+@pytest.mark.parametrize("lang", TARGETS)
+def test_every_target_has_a_tuning_set_of_40_and_a_held_out_set_covering_every_category(lang):
+    heldout = rows(lang, "heldout")
+    assert all(r["lang"] == lang for r in rows(lang))
+    assert len(heldout) >= 30 and {r["category"] for r in heldout} >= CATEGORIES
+    assert sum(r["left_target"] for r in heldout) >= 12 and sum(not r["left_target"] for r in heldout) >= 12
+    if lang == "fr":  # French is tuned on the older, larger set
+        assert len(read_jsonl(os.path.join(DATA, "..", "langid_segments.jsonl"), "segment file")) >= 150
+    else:
+        tune = rows(lang, "tune")
+        assert len(tune) >= 40 and {r["category"] for r in tune} >= CATEGORIES
+    ids = [r["id"] for r in rows(lang)]
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("lang", TARGETS)
+def test_rule_reaches_precision_and_recall_of_095_on_the_held_out_segments(lang):
+    held = rows(lang, "heldout")
+    res = precision_recall([langid.left_language(r["text"], lang) for r in held], [r["left_target"] for r in held])
+    assert res["precision"] >= 0.95 and res["recall"] >= 0.95, res
+
+
+def test_kana_makes_japanese_and_han_alone_is_chinese():
+    ja = "東京都の経済政策について、専門家は慎重な見方を示している。物価の上昇が続く中で、家計への影響が懸念される。"
+    zh = "北京市的经济政策引起了专家的关注。物价持续上涨，家庭支出的压力越来越大，政府正在研究新的措施。"
+    assert langid.label_segments([ja], "ja")[0].lang == "ja"
+    assert langid.label_segments([zh], "ja")[0].lang == "zh"        # Chinese inside a Japanese answer: left
+    assert langid.label_segments([zh], "zh")[0].lang == "zh"
+    assert langid.label_segments([ja], "zh")[0].lang == "ja"        # Japanese inside a Chinese answer: left
+
+
+def test_latin_names_in_chinese_prose_weigh_one_word_each_not_one_letter_each():
+    seg = ("在巴黎的 bistro 里，常见的主菜有 boeuf bourguignon、coq au vin 和 soupe à l'oignon gratinée。"
+           "甜点推荐 crème brûlée，饮料可以点一杯 café crème。")
+    counts = langid.script_counts(langid.clean_for_lid(seg))
+    assert counts["Hani"] > counts["Latn"]
+    assert langid.label_segments([seg], "zh")[0].lang == "zh"
+
+
+def test_romanised_hindi_has_left_hindi_in_devanagari():
+    seg = ("Aaj mausam bahut accha hai, isliye hum log park mein ghoomne jaayenge. Mummy ne khana bana diya hai "
+           "aur papa gaadi saaf kar rahe hain. Shaam ko hum sab saath mein chai peeyenge aur baatein karenge.")
+    label = langid.label_segments([seg], "hi")[0]
+    assert label.reason == "script" and label.lang != "hi" and label.known
+
+
+def test_a_neighbour_in_the_same_script_is_a_switch():
+    uk = "Сьогодні ми поговоримо про те, як правильно готувати борщ удома. Спочатку треба зварити бульйон."
+    assert langid.label_segments([uk], "ru")[0].lang == "uk"
+    ru = "Сегодня мы поговорим о том, как правильно готовить борщ дома. Сначала нужно сварить бульон."
+    assert langid.label_segments([ru], "ru")[0].lang == "ru"
+
+
+def test_malay_counts_as_indonesian():
+    assert "ms" in language("id").aliases
+
+
+def test_words_split_han_and_kana_by_character_and_keep_devanagari_vowel_signs():
+    assert text.words("東京で寿司") == ["東", "京", "で", "寿", "司"]
+    assert text.words("हिंदी में जवाब दो") == ["हिंदी", "में", "जवाब", "दो"]
+    assert text.words("Ceci est français") == ["ceci", "est", "francais"]
+    assert text.fold("YALNIZCA") == text.fold("yalnızca")
+
+
+def test_lcb_counts_chinese_and_japanese_lines_in_words_as_lcb_does():
+    """LCB keeps a line of at least five tokens: jieba's words for Chinese, fugashi's for
+    Japanese. A five-character Chinese line of two words is too short; whitespace would call
+    a whole Chinese sentence one token."""
+    assert drift.lcb_tokens("我今天在北京吃了烤鸭", "zh") == ["我", "今天", "在", "北京", "吃", "了", "烤鸭"]
+    assert drift.lcb_tokens("私は東京で寿司を食べました", "ja")[:4] == ["私", "は", "東京", "で"]
+    assert drift.lcb_lines("我今天在北京吃了烤鸭\n你好世界", lang="zh") == ["我今天在北京吃了烤鸭"]
+    assert drift.lcb_lines("我今天在北京吃了烤鸭", lang="fr") == []   # one whitespace token
+    assert drift.lcb_line_pass("我今天在北京吃了烤鸭。然后我们去了公园散步，天气非常好。", "zh") == 1.0
+
+
+@pytest.mark.parametrize("lang, restated, plain", [
+    ("ja", "はい、日本語だけで答えます。東京の天気は晴れです。", "東京の天気は晴れです。明日も晴れるでしょう。"),
+    ("de", "Wie gewünscht antworte ich nur auf Deutsch: Berlin ist groß.", "Berlin ist eine große Stadt mit vielen Parks."),
+    ("hi", "मैं केवल हिंदी में जवाब दूँगा। दिल्ली बड़ा शहर है।", "दिल्ली भारत की राजधानी है और बहुत बड़ा शहर है।"),
+    ("zh", "I will answer only in Chinese. 北京是中国的首都。", "北京是中国的首都，也是一座历史名城。"),
+])
+def test_restating_the_instruction_is_an_echo_in_every_language(lang, restated, plain):
+    assert drift.restates_instruction(restated, lang=lang)
+    assert not drift.restates_instruction(plain, lang=lang)
+
+
+def test_french_patterns_are_unchanged_for_french():
+    assert drift.echo_regexes("fr") == tuple(drift._ECHO_RE)
+
+
+def test_neutral_names_rename_every_french_metric():
+    assert drift.neutral_names({"fully_french": 1, "french_turn_3": 0, "last3_french": 1, "echo_rate": 0}) == {
+        "fully_target": 1, "target_turn_3": 0, "last3_target": 1, "echo_rate": 0}
+
+
+def test_every_target_has_its_facts():
+    for code in TARGETS:
+        spec = language(code)
+        assert spec.name and spec.echo_phrases and spec.echo_phrases_en
+        assert spec.latin == (spec.script == "Latn")
+        assert spec.function_words or not spec.latin or code == "fr"
+    with pytest.raises(KeyError, match="unknown target language 'xx'"):
+        language("xx")
