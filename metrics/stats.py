@@ -573,3 +573,72 @@ def survival_curve(onsets, lengths, confidence: float = CONFIDENCE) -> Survival:
         upper.append(up)
         at_risk.append(risk)
     return Survival(estimate, lower, upper, at_risk)
+
+
+@dataclass(frozen=True)
+class RestrictedMean:
+    """The restricted mean survival time: the expected time in the language up to ``horizon``
+    (segments of an answer, or turns of a conversation), with a 95% interval."""
+    estimate: float
+    lower: float
+    upper: float
+    horizon: int
+    n: int
+
+
+def restricted_mean(onsets, lengths, horizon: int | None = None, confidence: float = CONFIDENCE) -> RestrictedMean:
+    """RMST up to ``horizon`` (default: the longest length): the area under the Kaplan–Meier
+    curve of ``survival_curve`` (``onsets``, ``lengths`` as there), so E[min(T, horizon)] with
+    T the number of segments (turns) before the first one in another language.
+
+    The interval uses the estimate's Greenwood-type standard error (Klein & Moeschberger,
+    eq. 4.5.1: Var = Σ A_j² d_j / (n_j (n_j − d_j)), A_j the area from event time j to the
+    horizon) on the logit of RMST / horizon, with Student's t quantile on n − 1 degrees of
+    freedom (the plain normal interval covered 88–94% in simulation). Where that error is zero (no
+    answer left, or every answer left at once), the exact one-sided bound of the proportion
+    that stayed the whole way (or left at once) with none against: the normal interval would
+    be a point. Coverage by simulation: tests/test_stats.py."""
+    from scipy.stats import t as student
+
+    onsets = list(onsets)
+    lengths = [int(n) for n in lengths]
+    n = len(onsets)
+    horizon = int(horizon if horizon is not None else max(lengths, default=0))
+    if not n or horizon <= 0:
+        return RestrictedMean(math.nan, math.nan, math.nan, horizon, n)
+    # time in the language: T = onset (segments before the first foreign one); censored at its length
+    times = [(min(o, horizon), o < horizon) if o is not None else (min(l, horizon), False) for o, l in zip(onsets, lengths)]
+    event_times = sorted({t for t, e in times if e})
+    surv, prev, steps = 1.0, 0, []
+    area = 0.0
+    for tj in event_times:
+        area += surv * (tj - prev)
+        at_risk = sum(1 for t, _ in times if t >= tj)
+        d = sum(1 for t, e in times if e and t == tj)
+        steps.append((tj, at_risk, d))
+        surv *= 1.0 - d / at_risk
+        prev = tj
+    area += surv * (horizon - prev)
+    # A_j: the area under the curve from event time j to the horizon
+    var, surv_after = 0.0, 1.0
+    curve = []  # (start, survival from start)
+    for tj, r, d in steps:
+        surv_after *= 1.0 - d / r
+        curve.append((tj, surv_after))
+    for i, (tj, r, d) in enumerate(steps):
+        a_j = sum(s * ((curve[k + 1][0] if k + 1 < len(curve) else horizon) - t) for k, (t, s) in enumerate(curve) if k >= i)
+        if r > d:
+            var += a_j ** 2 * d / (r * (r - d))
+    z = student.ppf(0.5 + confidence / 2, max(n - 1, 1))
+    se = math.sqrt(var)
+    share = area / horizon
+    if se > 0 and 0.0 < share < 1.0:
+        # on the logit of the share of the horizon: the bounds stay inside [0, horizon]
+        # and follow the skew near them (delta method)
+        centre, half = math.log(share / (1.0 - share)), z * se / (horizon * share * (1.0 - share))
+        lo, hi = (horizon / (1.0 + math.exp(-(centre + s * half))) for s in (-1, 1))
+    else:
+        tail = (0.5 - confidence / 2) ** (1.0 / n)  # exact bound with no counter-example among n
+        lo, hi = (horizon * tail, float(horizon)) if area >= horizon else (0.0, horizon * (1.0 - tail)) \
+            if area <= 0 else (area, area)
+    return RestrictedMean(float(area), float(lo), float(hi), horizon, n)

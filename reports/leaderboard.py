@@ -7,6 +7,9 @@ aggregate metric (the headline, ``drift_score``), every metric hinted ``report: 
 words), the per-turn French rate (first and last turn), and α (the median over the
 ``drift_alpha_*`` axes present). Each value has its 95% interval (as in the report).
 
+A family with a group of groups (``drift_languages``) is ranked by that group's pooled
+headline, with each member group's headline (one per language) as a column of its own.
+
 Rows are ranked by the headline: a row's rank is 1 + the number of rows whose interval
 lies entirely above its own, so rows whose intervals overlap share a rank and are marked
 tied. Rows without the headline come last, unranked. A run whose forced-length tasks were
@@ -32,8 +35,12 @@ def columns(output) -> list:
     """(task, metric, is_headline) of the leaderboard, present in ``output``, in order."""
     cat = metric_catalogue()
     present = {(t, m) for r in output.runs.values() for t, tr in r.tasks.items() for m in tr.values}
-    heads = [(t, m, True) for t, ms in cat.items() for m in ms if (t, m) in present and _is_group(output, t)]
-    summary = [(t, m, False) for t in cat for m in hinted(cat, t, "summary") if (t, m) in present]
+    tops, inside = output.nested_groups()
+    # a group of groups (drift_languages) first: its pooled headline ranks the rows, and its
+    # member groups (one per language) are the next columns; their tasks' own metrics are left out
+    order = tops + [t for t in cat if t not in tops]
+    heads = [(t, m, True) for t in order for m in cat.get(t, {}) if (t, m) in present and _is_group(output, t)]
+    summary = [(t, m, False) for t in cat if t not in inside for m in hinted(cat, t, "summary") if (t, m) in present]
     return heads + summary
 
 
@@ -49,7 +56,7 @@ def _cell(output, run, task, metric) -> dict | None:
 
 
 def _per_turn(run, cat: dict) -> dict | None:
-    """The first curve by turn of the run's tasks (their YAMLs' ``series``: French per turn)."""
+    """The first curve by turn of the run's tasks (their YAMLs' ``series``: the language rate per turn)."""
     for task, tr in run.tasks.items():
         for spec in (s for s in series(cat, task) if s["by"] == "turn"):
             turns = [(x, tr.values[m]) for x, m in series_points(spec, tr.values)
@@ -123,7 +130,7 @@ def _fmt(c, d=3) -> str:
 def markdown(output) -> str:
     cols, rs = rows(output)
     head = ["rank", "model", "setting", "answers", *[f"{t}/{m}" for t, m, _ in cols],
-            "French per turn (first → last)", "α median"]
+            "instructed language per turn (first → last)", "α median"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rs:
         rank = "—" if r["rank"] is None else f"{r['rank']}{'=' if r['tied'] else ''}"

@@ -124,29 +124,32 @@ def line_plot(series: dict, title: str, x_label: str, y_label: str, y_range=None
     return Markup("".join(parts))
 
 
-LANGUAGE_COLOURS = {"fr": "#2ca02c", "en": "#d62728", "unknown": "#d9d9d9"}
+TARGET_COLOUR = "#2ca02c"
+LANGUAGE_COLOURS = {"en": "#d62728", "unknown": "#d9d9d9"}
 OTHER_LANGUAGE = "#ff7f0e"
 CELL, GAP = 14, 2
 
 
-def _cells(cells: list, y: int = 0, x0: int = 0) -> list:
+def _cells(cells: list, y: int = 0, x0: int = 0, target: str = "fr") -> list:
+    """Green: the target language; red: English; grey: unknown; orange: any other."""
     parts = []
     for k, (lang, prob) in enumerate(cells):
-        colour = LANGUAGE_COLOURS.get(lang, OTHER_LANGUAGE)
+        colour = TARGET_COLOUR if lang == target else LANGUAGE_COLOURS.get(lang, OTHER_LANGUAGE)
         p = "" if not isinstance(prob, (int, float)) else f", fastText probability {float(prob):.2f}"
         parts.append(f'<rect x="{x0 + k * (CELL + GAP)}" y="{y}" width="{CELL}" height="{CELL}" fill="{colour}">'
                      f'<title>segment {k + 1}: {escape(str(lang))}{p}</title></rect>')
     return parts
 
 
-def strip(cells: list) -> Markup:
+def strip(cells: list, target: str = "fr") -> Markup:
     """One answer's segments: ``cells`` is a list of (language, probability or None)."""
     width = max(1, len(cells)) * (CELL + GAP)
     return Markup(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{CELL}" '
-                  f'viewBox="0 0 {width} {CELL}" role="img" class="strip">' + "".join(_cells(cells)) + "</svg>")
+                  f'viewBox="0 0 {width} {CELL}" role="img" class="strip">' + "".join(_cells(cells, target=target))
+                  + "</svg>")
 
 
-def strips(rows: list, title: str) -> Markup:
+def strips(rows: list, title: str, target: str = "fr") -> Markup:
     """Several answers' strips in one SVG: ``rows`` is a list of (label, cells)."""
     label_w, top = 70, 24
     width = label_w + max([len(c) for _, c in rows] or [1]) * (CELL + GAP) + 10
@@ -158,6 +161,42 @@ def strips(rows: list, title: str) -> Markup:
     for i, (label, cells) in enumerate(rows):
         y = top + i * (CELL + GAP)
         parts.append(f'<text x="0" y="{y + CELL - 3}" font-size="11">{escape(str(label))}</text>')
-        parts += _cells(cells, y, label_w)
+        parts += _cells(cells, y, label_w, target)
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def heat_map(rows: list, columns: list, values: list, title: str, lower: float = 0.0, upper: float = 1.0) -> Markup:
+    """A grid of ``values[i][j]`` (row label ``rows[i]``, column label ``columns[j]``), each
+    cell shaded from white (``lower``) to dark green (``upper``) with its value written in
+    it; a missing value is a grey cell with a dash."""
+    cw, ch, label_w, top = 96, 22, 150, 40
+    width = label_w + max(1, len(columns)) * cw + 10
+    height = top + len(rows) * ch + 10
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}" class="plot">',
+             f'<title>{escape(title)}</title>',
+             f'<text x="0" y="14" font-size="12" font-weight="bold">{escape(_fit(title, width))}</text>']
+    for j, col in enumerate(columns):
+        parts.append(f'<text x="{label_w + j * cw + cw / 2:.1f}" y="{top - 6}" font-size="10" text-anchor="middle">'
+                     f'{escape(_fit(str(col), cw))}</text>')
+    span = (upper - lower) or 1.0
+    for i, row in enumerate(rows):
+        y = top + i * ch
+        parts.append(f'<text x="0" y="{y + ch - 7}" font-size="11">{escape(_fit(str(row), label_w))}</text>')
+        for j in range(len(columns)):
+            v = values[i][j] if j < len(values[i]) else None
+            x = label_w + j * cw
+            if not isinstance(v, (int, float)) or not math.isfinite(v):
+                parts.append(f'<rect x="{x}" y="{y}" width="{cw - 2}" height="{ch - 2}" fill="#eeeeee"/>'
+                             f'<text x="{x + cw / 2:.1f}" y="{y + ch - 7}" font-size="11" text-anchor="middle">—</text>')
+                continue
+            share = min(1.0, max(0.0, (float(v) - lower) / span))
+            shade = tuple(round(255 - share * (255 - c)) for c in (0x1a, 0x7f, 0x37))
+            ink = "#ffffff" if share > 0.6 else "#000000"
+            parts.append(f'<rect x="{x}" y="{y}" width="{cw - 2}" height="{ch - 2}" fill="rgb{shade}">'
+                         f'<title>{escape(str(row))}, {escape(str(columns[j]))}: {float(v):.3f}</title></rect>'
+                         f'<text x="{x + cw / 2:.1f}" y="{y + ch - 7}" font-size="11" text-anchor="middle" '
+                         f'fill="{ink}">{float(v):.2f}</text>')
     parts.append("</svg>")
     return Markup("".join(parts))

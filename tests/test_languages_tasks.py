@@ -113,16 +113,54 @@ def _check_languages_run(out, tasks_run=TARGETS):
     assert "Japanese" in samples_of(out, "drift_ja_single")[0]["doc"]["system_prompt"]
 
 
+@pytest.fixture(scope="module")
+def hf_runs(tiny_model_dir, tmp_path_factory):
+    """``lm_eval --tasks drift_languages --limit 2`` on hf-drift and on lm-eval's hf, with a
+    two-layer random-init model (4 tokens an answer): {backend: output folder}."""
+    if LM_EVAL is None:
+        pytest.skip("the lm_eval console script is not installed")
+    out = {}
+    for model in ("hf-drift", "hf"):
+        folder = tmp_path_factory.mktemp(f"languages_{model}")
+        r = run_lm_eval(["--model", model, "--model_args", f"pretrained={tiny_model_dir}", "--tasks",
+                         "drift_languages", "--apply_chat_template", "--limit", "2", "--gen_kwargs", "max_gen_toks=4",
+                         "--batch_size", "8", "--device", "cpu", "--output_path", folder, "--log_samples"])
+        assert r.returncode == 0, r.stderr[-3000:]
+        out[model] = folder
+    return out
+
+
 @pytest.mark.parametrize("model", ["hf-drift", "hf"])
 @pytest.mark.slow
-@pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")
-def test_drift_languages_runs_on_hf_and_hf_drift(model, tiny_model_dir, tmp_path):
-    out = tmp_path / "out"
-    r = run_lm_eval(["--model", model, "--model_args", f"pretrained={tiny_model_dir}", "--tasks", "drift_languages",
-                     "--apply_chat_template", "--limit", "2", "--gen_kwargs", "max_gen_toks=4", "--batch_size", "8",
-                     "--device", "cpu", "--output_path", out, "--log_samples"])
-    assert r.returncode == 0, r.stderr[-3000:]
-    _check_languages_run(out)
+def test_drift_languages_runs_on_hf_and_hf_drift(model, hf_runs):
+    _check_languages_run(hf_runs[model])
+
+
+@pytest.mark.slow
+def test_report_leaderboard_and_compare_read_every_language_and_the_pool(hf_runs, tmp_path):
+    from helpers import run_drift_eval
+
+    md = tmp_path / "report.md"
+    r = run_drift_eval(["report", hf_runs["hf-drift"], "-o", md])
+    assert r.returncode == 0, r.stderr[-2000:]
+    text = md.read_text(encoding="utf-8")
+    assert "## Languages" in text and "| `Japanese` (`ja`) | `drift_ja` |" in text
+    assert "answer (tokens)" in text and "conversation (turns)" in text and "of 4 |" in text
+    assert "drift_ja_single: share of answers still in Japanese, by segment" in text
+    assert "drift_ja_single: segment languages" not in text or "left Japanese" in text
+    head = text.split("## Headline", 1)[1].split("## ", 1)[0]
+    assert "drift\\_languages: drift\\_score" in head and "drift\\_ja" not in head  # members: on the Languages page
+    board = tmp_path / "board.csv"
+    r = run_drift_eval(["leaderboard", hf_runs["hf-drift"], "-o", board])
+    assert r.returncode == 0, r.stderr[-2000:]
+    header = board.read_text(encoding="utf-8").splitlines()[0].split(",")
+    first = [h for h in header if h.endswith(":value")]
+    assert first[0] == "drift_languages/drift_score:value" and "drift_ja/drift_score:value" in first
+    assert not [h for h in first if h.startswith("drift_ja_single/")]
+    r = run_drift_eval(["compare", hf_runs["hf-drift"], hf_runs["hf"], "--format", "json"])
+    assert r.returncode == 0, r.stdout + r.stderr[-2000:]
+    rows = {(c["task"], c["metric"]) for c in json.loads(r.stdout)}
+    assert ("drift_languages", "drift_score") in rows and ("drift_ja", "drift_score") in rows
 
 
 @pytest.mark.slow

@@ -61,7 +61,7 @@ def test_compare_gate_leaderboard_and_report_on_two_real_models(real_sweep, twin
     html = (tmp_path / "report.html").read_text()
     assert 'id="gate-verdict">Gate: UNDERPOWERED' in html
     assert "Candidate <code>smollm2-random-init</code> against baseline <code>SmolLM2-135M-Instruct.Q4_1</code>" in html
-    assert "drift_french_single: share of answers still French, by segment" in html
+    assert "drift_french_single: share of answers still in French, by segment" in html
     assert html.index('id="verdict"') < html.index('id="survival"') < html.index('id="provenance"')
 
 
@@ -73,6 +73,6 @@ def test_demo_ends_with_its_report(tmp_path):
     assert last_line(r.stdout) == str(out / "report.html")
     assert r.stdout.index("|fully_french") < r.stdout.index(str(out / "report.html"))  # after lm-eval's tables
     html = (out / "report.html").read_text()
-    assert "log:1 − none" in html and "drift_french_single: share of answers still French, by segment" in html
+    assert "log:1 − none" in html and "drift_french_single: share of answers still in French, by segment" in html
     r = run_drift_eval(["demo", "--output", out])
     assert r.returncode == 2 and "is not empty: give a new --output folder" in r.stderr

@@ -65,7 +65,7 @@ def test_context_has_known_comparisons_costs_and_curves(handmade):
     assert summary["drift_french"]["rows"][0]["cells"][0]["value"] == pytest.approx(10 / 24)  # 10 answers + 0 conversations
     assert summary["drift_french_single"]["columns"] == ["fully_french ↑", "echo_rate ↓"]
     titles = [p["title"] for p in ctx["plots"]]
-    assert "drift_french_single: share of answers still French, by segment" in titles
+    assert "drift_french_single: share of answers still in French, by segment" in titles
     assert "drift_french_multiturn: French rate by turn" in titles and "drift_alpha_detail: α by layer" in titles
     layers = {(r["setting"], r["metric"]): r["value"] for r in ctx["records"]
               if r["section"] == "curves" and r["task"] == "drift_alpha_detail" and r["statistic"] == "value"}
@@ -179,7 +179,7 @@ def test_survival_and_turn_curves_are_small_multiples(two_models, tmp_path):
 
     ctx = build_context(load_output(two_models))
     [fig] = _sections(ctx)["survival"]["figures"]
-    assert fig["title"] == "drift_french_single: share of answers still French, by segment"
+    assert fig["title"] == "drift_french_single: share of answers still in French, by segment"
     assert [p["title"] for p in fig["plots"]] == [f"{fig['title']} [good]", f"{fig['title']} [worse]"]
     for p in fig["plots"]:
         svg = str(p["svg"])
@@ -411,7 +411,7 @@ def test_html_report_renders_in_chromium_and_scripts_stay_inert(tmp_path, capsys
     assert "&lt;script&gt;document.title='PWNED'" in dom  # shown as text, in an excerpt and in the audit strip
     assert 'id="gate-verdict">Gate: UNDERPOWERED' in dom
     assert f"{good} [none]" in dom and f"{worse} [log:0.25]" in dom
-    assert "drift_french_single: share of answers still French, by segment" in dom
+    assert "drift_french_single: share of answers still in French, by segment" in dom
     # the page fits a 1280-pixel-wide screen and its first 800 px hold the headline table: measured in
     # copies of the page without their CSP, a script writing the layout into the DOM that --dump-dom
     # returns; once as it opens, once with every <details> unfolded
@@ -464,7 +464,7 @@ def test_report_on_real_sweep_has_profiles_and_comparison(real_sweep, tmp_path, 
     assert rc == 0 and "log:1 − none" in html
     assert "position_bias [none]: influence profiles" in html and "position_bias [log:1]" in html
     assert "drift_french_multiturn_fixed" in html
-    assert "drift_french_single: share of answers still French, by segment" in html
+    assert "drift_french_single: share of answers still in French, by segment" in html
     assert "SmolLM2-135M-Instruct.Q4_1" in html and "forced to 16 tokens" in html
     rc, _, err = _report(capsys, real_sweep["dir"], "-o", tmp_path / "real.pdf")
     assert rc == 2 and "end it in .html, .md, .json or .csv" in err

@@ -556,6 +556,25 @@ class Output:
                     names.append(t)
         return names
 
+    def nested_groups(self) -> tuple[list, set]:
+        """(the groups of groups, such as ``drift_languages``, in task order; every task and
+        group under one of them). Reports and the leaderboard show such a family by its top
+        group, with its member groups as one row or column each."""
+        subs: dict = {}
+        for run in self.runs.values():
+            for t, tr in run.tasks.items():
+                if tr.is_group:
+                    subs.setdefault(t, set()).update(tr.subtasks)
+        tops = [t for t in self.task_names() if t in subs and subs[t] & set(subs)]
+        inside: set = set()
+        todo = [m for t in tops for m in subs[t]]
+        while todo:
+            t = todo.pop()
+            if t not in inside:
+                inside.add(t)
+                todo += list(subs.get(t, ()))
+        return [t for t in tops if t not in inside], inside
+
 
 def _str_list(v) -> bool:
     return isinstance(v, list) and all(isinstance(x, str) for x in v)

@@ -2,16 +2,17 @@
 takes the ``Report`` state (``drift_eval.reports.state``) and returns the section's data,
 or None to leave the section out; each id has a template in ``templates/html/`` and
 ``templates/md/``. Generic sections read the task YAMLs' roles (``headline``, ``summary``,
-``key``, ``series``); each task family's pictures are a module of their own (``french``,
+``key``, ``series``); each task family's pictures are a module of their own (``french``, ``languages``,
 ``alpha``, ``decode``, ``position_bias``), reading the roles and panel parts of its YAMLs,
 never a task's name."""
-from drift_eval.reports.sections import (alpha, comparisons, curves, decode, french, headline, position_bias,
-                                         provenance, runs, summary, verdict)
+from drift_eval.reports.sections import (alpha, comparisons, curves, decode, french, headline, languages,
+                                         position_bias, provenance, runs, summary, verdict)
 
 SECTIONS = (
     ("headline", "Headline", headline.build),
     ("verdict", "Verdict", verdict.build),
-    ("survival", "French over the answer", french.survival),
+    ("languages", "Languages", languages.build),
+    ("survival", "The instructed language over the answer", french.survival),
     ("summary", "Summary", summary.build),
     ("curves", "Curves", curves.build),
     ("settings", "Against no compensation", comparisons.settings),

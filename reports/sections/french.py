@@ -26,27 +26,41 @@ def timeline_tasks(rep) -> list:
     return out
 
 
+def target(rep, task: str) -> str:
+    """The language a task's answers were told to stay in: its YAML's ``target_language``,
+    French for the drift_french tasks (which name none)."""
+    return ((rep.tasks.get(task) or {}).get("dataset_kwargs") or {}).get("target_language") or "fr"
+
+
+def language_name(code: str) -> str:
+    from drift_eval.metrics.languages import known, language
+
+    return language(code).name if known(code) else code
+
+
 def survival(rep) -> dict | None:
     from drift_eval.metrics import drift
 
     figures = []
     for task, tl, _ in timeline_tasks(rep):
+        lang = target(rep, task)
         curves = {}
         for run in rep.output.ordered_runs():
             tr = run.tasks.get(task)
             timelines = [s[tl] for s in (tr.samples or []) if isinstance(s.get(tl), list)] if tr else []
             if not timelines:
                 continue
-            sv = drift.survival(timelines)
+            sv = drift.survival(timelines, lang)
             curves[run.key] = ([(k + 1, v) for k, v in enumerate(sv.estimate)],
                            [(k + 1, lo, hi) for k, (lo, hi) in enumerate(zip(sv.lower, sv.upper))])
             for k, (v, lo, hi, risk) in enumerate(zip(sv.estimate, sv.lower, sv.upper, sv.at_risk), 1):
                 for stat, x in (("value", v), ("lower", lo), ("upper", hi), ("at risk", risk)):
                     rep.record("survival", run, task, tl, stat, x, segment=k)
         if curves:
-            title = f"{task}: share of answers still French, by segment"
+            name = language_name(lang)
+            title = f"{task}: share of answers still in {name}, by segment"
             figures.append({"title": title, "plots": rep.multiples(
-                title, curves, f"segment of {drift.SEGMENT_TOKENS} tokens", "still French", y_range=(0.0, 1.0))})
+                title, curves, f"segment of {drift.SEGMENT_TOKENS} tokens", f"still in {name}", y_range=(0.0, 1.0))})
     return {"figures": figures, "plots": [p for f in figures for p in f["plots"]]} if figures else None
 
 
@@ -56,6 +70,7 @@ def audit(rep) -> dict | None:
 
     blocks = []
     for task, tl, conf in timeline_tasks(rep):
+        lang = target(rep, task)
         for run in rep.output.ordered_runs():
             tr = run.tasks.get(task)
             if not tr or not tr.samples:
@@ -66,7 +81,7 @@ def audit(rep) -> dict | None:
                 if not isinstance(timeline, list):
                     continue
                 scores = s.get(conf) if conf and isinstance(s.get(conf), list) else [None] * len(timeline)
-                onset = drift.first_foreign(timeline)
+                onset = drift.first_foreign(timeline, lang)
                 text = text_of(s) or ""
                 excerpt = _segment_text(text, onset, drift.SEGMENT_TOKENS) if onset is not None else ""
                 rows.append({"doc_id": s.get("doc_id"), "onset": onset, "timeline": timeline,
@@ -75,13 +90,13 @@ def audit(rep) -> dict | None:
             rows.sort(key=lambda r: (r["undetermined"], r["onset"] is None, r["onset"] or 0, r["doc_id"]))
             shown = rows[:AUDIT_ROWS]
             for r in shown:
-                r["svg"] = strip(r["cells"])
+                r["svg"] = strip(r["cells"], lang)
                 rep.record("audit", run, task, tl, "first foreign segment", r["onset"], doc_id=r["doc_id"])
             title = f"{task} [{rep.name(run)}]: segment languages"
             left = sum(r["onset"] is not None for r in rows)
-            blocks.append({"title": title, "rows": shown, "hidden": len(rows) - len(shown), "answers": len(rows),
+            blocks.append({"title": title, "language": language_name(lang), "rows": shown, "hidden": len(rows) - len(shown), "answers": len(rows),
                            "left": left, "undetermined": sum(r["undetermined"] for r in rows), "plot": rep.plot(title, strips([(f"doc {r['doc_id']}", r["cells"])
-                                                                         for r in shown], title))})
+                                                                         for r in shown], title, lang))})
     return {"blocks": blocks} if blocks else None
 
 

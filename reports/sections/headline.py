@@ -19,8 +19,11 @@ def _columns(rep) -> list:
     first, in the order the results list them."""
     names = rep.output.task_names()
     groups = {t for r in rep.output.runs.values() for t, tr in r.tasks.items() if tr.is_group}
+    _, inside = rep.output.nested_groups()  # shown one row per member in the Languages section
     out: dict = {}
     for task in sorted(names, key=lambda t: (t not in groups, names.index(t))):
+        if task in inside:
+            continue
         metric = rep.headline(task)
         if metric and any(rep.has(r, task, metric) for r in rep.output.runs.values()):
             out.setdefault(rep.family(task), []).append((task, metric))

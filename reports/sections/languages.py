@@ -1,0 +1,140 @@
+"""The language families' page: for tasks whose YAML names a ``target_language`` (the
+``drift_languages`` family), one row per language and one column per run:
+
+* **headline**: each language group's headline (``drift_score``) with its 95% interval,
+  and a heat map of the same cells;
+* **time in the language**: the restricted mean survival time (``stats.restricted_mean``)
+  over the answer (in metric tokens, from the per-answer segment timelines the survival
+  curves use) and over the conversation (in turns, from the per-turn rate series), each
+  with its 95% interval: a headline with no ceiling, that still ranks two models that are
+  both fully in the language at the runs' length by where the first one starts to leave.
+
+It reads the tasks' ``dataset_kwargs`` and roles from the YAMLs, never a task's name."""
+from __future__ import annotations
+
+import re
+
+from drift_eval.reports.state import finite, number
+
+SECTION = "languages"
+
+
+def target_of(rep, task: str) -> str | None:
+    """The task's target language (its YAML ``dataset_kwargs``), or for a group the one
+    target all its tasks share; None otherwise."""
+    kwargs = (rep.tasks.get(task) or {}).get("dataset_kwargs") or {}
+    if kwargs.get("target_language"):
+        return kwargs["target_language"]
+    subs = {s for run in rep.output.runs.values() if task in run.tasks for s in run.tasks[task].subtasks}
+    targets = {target_of(rep, s) for s in subs}
+    return targets.pop() if len(targets) == 1 and None not in targets else None
+
+
+def _language_tasks(rep) -> dict:
+    """``{language: {"group": task, "timeline": [(task, metric)], "turns": [(task, prefix)]}}``."""
+    out: dict = {}
+    for task in rep.output.task_names():
+        lang = target_of(rep, task)
+        if lang is None:
+            continue
+        entry = out.setdefault(lang, {"group": None, "timeline": [], "turns": []})
+        is_group = any(task in r.tasks and r.tasks[task].is_group for r in rep.output.runs.values())
+        if is_group:
+            entry["group"] = entry["group"] or task
+            continue
+        for metric, info in rep.cat.get(task, {}).items():
+            if "timeline" in info.get("roles", ()):
+                entry["timeline"].append((task, metric))
+            series = (info.get("parts") or {}).get("series")
+            if isinstance(series, dict) and series.get("by") == "turn" and info.get("higher_is_better") is True:
+                entry["turns"].append((task, series["prefix"]))
+    return {k: v for k, v in out.items() if v["group"] or v["timeline"] or v["turns"]}
+
+
+def _answer_rmst(rep, run, task: str, metric: str, lang: str):
+    """RMST over the answer in metric tokens: an answer stayed ``onset × 128`` tokens when
+    it left at segment ``onset``, and is censored at its own length when it never left."""
+    from drift_eval.metrics import drift, langid, stats
+    from drift_eval.reports.sections.runs import text_of
+
+    tr = run.tasks.get(task)
+    onsets, lengths = [], []
+    for s in (tr.samples or []) if tr else []:
+        timeline = s.get(metric)
+        if not isinstance(timeline, list) or not drift.determined(timeline):
+            continue
+        text = text_of(s)
+        size = len(langid.tokens(text)) if text else len(timeline) * drift.SEGMENT_TOKENS
+        first = drift.first_foreign(timeline, lang)
+        onsets.append(None if first is None else first * drift.SEGMENT_TOKENS)
+        lengths.append(max(size, 1))
+    if not onsets:
+        return None
+    r = stats.restricted_mean(onsets, lengths)
+    return {"value": r.estimate, "lower": r.lower, "upper": r.upper, "horizon": r.horizon, "n": r.n}
+
+
+def _turn_rmst(rep, run, task: str, prefix: str):
+    from drift_eval.metrics import stats
+
+    tr = run.tasks.get(task)
+    if not tr or not tr.samples:
+        return None
+    pattern = re.compile(rf"^{re.escape(prefix)}(\d+)$")
+    onsets, lengths = [], []
+    for s in tr.samples:
+        turns = sorted((int(m.group(1)), s[k]) for k in s if (m := pattern.match(k)))
+        known = [v for _, v in turns if finite(number(v))]
+        if not known:
+            continue  # an undetermined conversation
+        first = next((i for i, (_, v) in enumerate(turns) if finite(number(v)) and float(v) < 1.0), None)
+        onsets.append(first)
+        lengths.append(len(turns))
+    if not onsets:
+        return None
+    r = stats.restricted_mean(onsets, lengths)
+    return {"value": r.estimate, "lower": r.lower, "upper": r.upper, "horizon": r.horizon, "n": r.n}
+
+
+def build(rep) -> dict | None:
+    from drift_eval.metrics.languages import known, language
+    from drift_eval.reports.svg import heat_map
+
+    langs = _language_tasks(rep)
+    if not langs:
+        return None
+    runs = [r for r in rep.output.ordered_runs() if any(t in r.tasks for v in langs.values()
+                                                         for t in [v["group"], *[x for x, _ in v["timeline"] + v["turns"]]])]
+    name = {code: (language(code).name if known(code) else code) for code in langs}
+    headline_rows, rmst_rows = [], []
+    metric = None
+    for code, entry in langs.items():
+        group = entry["group"]
+        metric = rep.headline(group) if group else None
+        cells = []
+        for run in runs:
+            cells.append({**rep.cell(SECTION, run, group, metric), "percent": False}
+                         if group and metric and rep.has(run, group, metric) else None)
+        headline_rows.append({"code": code, "name": name[code], "task": group, "metric": metric, "cells": cells})
+        answer, turns = [], []
+        for run in runs:
+            a = next((x for t, m in entry["timeline"] if (x := _answer_rmst(rep, run, t, m, code))), None)
+            c = next((x for t, p in entry["turns"] if (x := _turn_rmst(rep, run, t, p))), None)
+            for kind, v in (("tokens in the language", a), ("turns in the language", c)):
+                if v:
+                    for stat in ("value", "lower", "upper", "horizon", "n"):
+                        rep.record(SECTION, run, group or code, f"rmst ({kind})", stat, v[stat], language=code)
+            answer.append(a)
+            turns.append(c)
+        rmst_rows.append({"code": code, "name": name[code], "answer": answer, "turns": turns})
+    columns = [rep.name(r) for r in runs]
+    plots = []
+    values = [[c["value"] if c else None for c in row["cells"]] for row in headline_rows]
+    if any(v is not None for row in values for v in row):
+        title = f"{metric or 'headline'} by language and run"
+        plots.append(rep.plot(title, heat_map([f"{r['name']} ({r['code']})" for r in headline_rows], columns, values,
+                                              title, lower=0.0, upper=1.0)))
+    return {"columns": columns, "headline": headline_rows, "rmst": rmst_rows, "plots": plots,
+            "figures": [{"title": plots[0]["title"], "plots": plots}] if plots else [],
+            "has_answer": any(a for r in rmst_rows for a in r["answer"]),
+            "has_turns": any(c for r in rmst_rows for c in r["turns"])}
