@@ -365,7 +365,10 @@ def _script_rule(spec, text, ws, top, loop, rule) -> tuple[str, str]:
         return target, "alias"
     if target_score and score - target_score <= rule.same_script_margin:
         return target, "margin"
-    if loop >= rule.degenerate and score < rule.low_confidence and target_score:
+    if loop >= rule.degenerate:
+        # a loop in the target's own script that fastText gives to a neighbour (SmolLM2's
+        # Devanagari "मैलाला मैलाला ..." is Marathi to it, a Cyrillic "газары газары ..."
+        # Kyrgyz): not words of either language, so unknown, not a switch
         return UNKNOWN, "loop"
     return lang, "fasttext"
 
