@@ -219,6 +219,12 @@ class SegmentRule:
     script_share: float = 0.5       # non-Latin target: its script's share of the words below this: left
     kana_share: float = 0.05        # kana among the Han and kana characters from this share on: Japanese
     same_script_margin: float = 0.3  # non-Latin target in fastText's top 3 within this of a same-script top label
+    # each step can be switched off, for the ablations of benchmarks/answer_set.py
+    cleaning: bool = True           # code, URLs, quotes, names and markup removed before fastText
+    target_grammar: bool = True     # the target's function words decide
+    margin_step: bool = True        # the target within ``margin`` of the top label decides
+    english_grammar: bool = True    # English function words turn a third-language label into English
+    loop_step: bool = True          # a low-confidence loop is unknown
 
 
 @dataclass(frozen=True)
@@ -296,7 +302,7 @@ def label_segments(pieces: list[str], target: str = "fr", rule: SegmentRule = Se
 
     spec = language(target)
     function_words = FRENCH_FUNCTION_WORDS if target == "fr" else spec.function_words
-    cleaned = [clean_for_lid(p) for p in pieces]
+    cleaned = [clean_for_lid(p) if rule.cleaning else " ".join((p or "").split()) for p in pieces]
     preds = predict(cleaned, k=3)
     loops = repeated_shares(pieces)
     out = []
@@ -322,15 +328,17 @@ def _latin_rule(spec, function_words, ws, top, loop, rule) -> tuple[str, str]:
     target_score = dict(top).get(target, 0.0)
     if lang == target:
         return target, "fasttext"
-    if function_words and own >= rule.function_share * len(ws) and own >= rule.function_ratio * max(en, 1):
+    if rule.target_grammar and function_words and own >= rule.function_share * len(ws) \
+            and own >= rule.function_ratio * max(en, 1):
         return target, "function_words"
-    if target_score and score - target_score <= rule.margin:
+    if rule.margin_step and target_score and score - target_score <= rule.margin:
         return target, "margin"
     if lang in spec.aliases:
         return target, "alias"
-    if function_words and lang != "en" and en >= rule.function_share * len(ws) and en >= rule.function_ratio * max(own, 1):
+    if rule.english_grammar and function_words and lang != "en" and en >= rule.function_share * len(ws) \
+            and en >= rule.function_ratio * max(own, 1):
         return "en", "function_words"  # English grammar that fastText calls a third language
-    if loop >= rule.degenerate and lang not in (target, "en") and score < rule.low_confidence:
+    if rule.loop_step and loop >= rule.degenerate and lang not in (target, "en") and score < rule.low_confidence:
         return UNKNOWN, "loop"
     return lang, "fasttext"
 
