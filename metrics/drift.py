@@ -182,7 +182,7 @@ def mean_language_score(scores: list[list[float]]) -> float:
 _LCB_TABLE = str.maketrans({**{c: None for c in string.punctuation}, "\u2014": " ", "\u060c": None})
 
 
-@functools.lru_cache(maxsize=1)
+@functools.lru_cache(maxsize=2)
 def _segmenter(lang: str):
     """LCB's word segmenter for Chinese (jieba) and Japanese (fugashi, ``-O wakati``, with
     the unidic-lite dictionary that its wheel bundles), loaded once."""

@@ -219,6 +219,7 @@ class SegmentRule:
     script_share: float = 0.5       # non-Latin target: its script's share of the words below this: left
     kana_share: float = 0.05        # kana among the Han and kana characters from this share on: Japanese
     same_script_margin: float = 0.3  # non-Latin target in fastText's top 3 within this of a same-script top label
+    same_script_loop_confidence: float = 0.9  # a loop given to a same-script neighbour below this: unknown
     # each step can be switched off, for the ablations of benchmarks/answer_set.py
     cleaning: bool = True           # code, URLs, quotes, names and markup removed before fastText
     target_grammar: bool = True     # the target's function words decide
@@ -348,35 +349,34 @@ def _script_rule(spec, text, ws, top, loop, rule) -> tuple[str, str]:
     lang, score = top[0]
     counts = script_counts(text)
     words = sum(counts.values())
+    if not words:
+        return UNKNOWN, "no_letters"  # digits, symbols, a table of numbers: no language to tell
     own = sum(counts[s] for s in spec.prose_scripts)
-    if not words or own < rule.script_share * words:
+    if own < rule.script_share * words:
         en = sum(w in ENGLISH_FUNCTION_WORDS for w in ws)
-        if counts["Latn"] >= rule.script_share * words and lang not in ("en", target) and en >= rule.function_share * len(ws):
-            return "en", "function_words"
+        if rule.english_grammar and counts["Latn"] >= rule.script_share * words and lang not in ("en", target) \
+                and en >= rule.function_share * len(ws):
+            return "en", "function_words"  # English prose that fastText calls a third language
         return _script_label(counts, spec, lang), "script"
+    if lang == target or lang in spec.aliases:
+        return target, "fasttext" if lang == target else "alias"
     han_kana = counts["Hani"] + counts["Kana"]
-    if target == "ja":
-        if counts["Kana"] >= rule.kana_share * han_kana:
-            return target, "script"
-        return (lang if lang != target else "zh"), "script"  # Han with no kana: Chinese
-    if target == "zh":
-        if counts["Kana"] >= rule.kana_share * han_kana:
-            return "ja", "script"
-        return target, "script"
+    kana = counts["Kana"] >= rule.kana_share * han_kana
+    if target == "ja":  # fastText did not say Japanese: kana decides (it calls kanji-heavy Japanese zh)
+        return (target, "script") if kana else ((lang if lang != "ja" else "zh"), "script")
+    if target == "zh":  # fastText did not say Chinese: kana makes it Japanese, Han alone Chinese
+        return ("ja", "script") if kana else (target, "script")
     if target == "ko":
         return target, "script"
     # Cyrillic, Arabic and Devanagari are shared by several languages: fastText decides among them
     target_score = dict(top).get(target, 0.0)
-    if lang == target:
-        return target, "fasttext"
-    if lang in spec.aliases:
-        return target, "alias"
-    if target_score and score - target_score <= rule.same_script_margin:
+    if rule.margin_step and target_score and score - target_score <= rule.same_script_margin:
         return target, "margin"
-    if loop >= rule.degenerate:
-        # a loop in the target's own script that fastText gives to a neighbour (SmolLM2's
-        # Devanagari "मैलाला मैलाला ..." is Marathi to it, a Cyrillic "газары газары ..."
-        # Kyrgyz): not words of either language, so unknown, not a switch
+    if rule.loop_step and loop >= rule.degenerate and score < rule.same_script_loop_confidence:
+        # a loop in the target's own script that fastText gives to a neighbour without
+        # conviction (SmolLM2's Devanagari "मैलाला मैलाला ..." is Marathi to it at 0.77, a
+        # Cyrillic "газары газары ..." Kyrgyz at 0.20): not words of either language, so
+        # unknown; a real Ukrainian paragraph repeated stays Ukrainian (0.99)
         return UNKNOWN, "loop"
     return lang, "fasttext"
 

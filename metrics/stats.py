@@ -594,10 +594,11 @@ def restricted_mean(onsets, lengths, horizon: int | None = None, confidence: flo
     The interval uses the estimate's Greenwood-type standard error (Klein & Moeschberger,
     eq. 4.5.1: Var = Σ A_j² d_j / (n_j (n_j − d_j)), A_j the area from event time j to the
     horizon) on the logit of RMST / horizon, with Student's t quantile on n − 1 degrees of
-    freedom (the plain normal interval covered 88–94% in simulation). Where that error is zero (no
-    answer left, or every answer left at once), the exact one-sided bound of the proportion
-    that stayed the whole way (or left at once) with none against: the normal interval would
-    be a point. Coverage by simulation: tests/test_stats.py."""
+    freedom (the plain normal interval covered 88–94% in simulation). Where that error is zero
+    (no answer left, all left at the same segment, or one answer), the bounds allow the exact
+    one-sided share p of answers (none seen among n) to have gone to 0 or to the horizon:
+    [RMST·(1 − p), RMST + (horizon − RMST)·p]; the normal interval would be a point.
+    Coverage by simulation: tests/test_stats.py."""
     from scipy.stats import t as student
 
     onsets = list(onsets)
@@ -613,7 +614,10 @@ def restricted_mean(onsets, lengths, horizon: int | None = None, confidence: flo
     area = 0.0
     for tj in event_times:
         area += surv * (tj - prev)
-        at_risk = sum(1 for t, _ in times if t >= tj)
+        # at risk at tj: an answer that left at tj or later, or one still in the language
+        # after tj segments (one censored at its length l was seen through segment l - 1,
+        # as in ``survival_curve``)
+        at_risk = sum(1 for t, e in times if (t >= tj if e else t > tj))
         d = sum(1 for t, e in times if e and t == tj)
         steps.append((tj, at_risk, d))
         surv *= 1.0 - d / at_risk
@@ -638,7 +642,9 @@ def restricted_mean(onsets, lengths, horizon: int | None = None, confidence: flo
         centre, half = math.log(share / (1.0 - share)), z * se / (horizon * share * (1.0 - share))
         lo, hi = (horizon / (1.0 + math.exp(-(centre + s * half))) for s in (-1, 1))
     else:
-        tail = (0.5 - confidence / 2) ** (1.0 / n)  # exact bound with no counter-example among n
-        lo, hi = (horizon * tail, float(horizon)) if area >= horizon else (0.0, horizon * (1.0 - tail)) \
-            if area <= 0 else (area, area)
+        # no spread to estimate an error from (no answer left, all left at once, or one
+        # answer): at most a share p of answers can behave otherwise unseen, p the exact
+        # one-sided bound with none among n; they could take the RMST to 0 or to the horizon
+        p = 1.0 - (0.5 - confidence / 2) ** (1.0 / n)
+        lo, hi = area * (1.0 - p), area + (horizon - area) * p
     return RestrictedMean(float(area), float(lo), float(hi), horizon, n)

@@ -19,19 +19,30 @@ REPEAT_N = 4
 
 def fold(text: str) -> str:
     """Lower-case and strip accents, so that patterns match "Français" and "francais" (and
-    Turkish dotless ı is i, as lower-casing "I" gives). Only marks on Latin letters (and on
-    anything before U+0370) go: a Japanese voiced kana, a Devanagari nukta or a Cyrillic й
-    keeps its mark, since there it makes another letter."""
+    Turkish dotless ı is i, as lower-casing "I" gives). A mark stays only where it makes
+    another letter of a script whose words the metrics read: a Devanagari, Arabic or
+    Cyrillic mark of ``MARKS``, or one that composes with a non-Latin letter into a single
+    character (Japanese で, Cyrillic й); every other mark goes, as it always did (Latin
+    accents, Hebrew points, Thai tone marks, a stress accent on a Cyrillic vowel)."""
     decomposed = unicodedata.normalize("NFKD", (text or "").lower().replace("ı", "i"))
-    out, strip = [], True
+    out, base = [], ""
     for c in decomposed:
         if unicodedata.combining(c):
-            if not strip:
+            if base and _keeps_mark(base, c):
                 out.append(c)
             continue
         out.append(c)
-        strip = c < "\u0370" or "\u1e00" <= c <= "\u1eff"
+        base = c
     return unicodedata.normalize("NFC", "".join(out))
+
+
+_MARK_RE = re.compile(f"[{MARKS}]")
+
+
+def _keeps_mark(base: str, mark: str) -> bool:
+    if base < "\u0370" or "\u1e00" <= base <= "\u1eff":  # Latin (and everything before Greek)
+        return False
+    return bool(_MARK_RE.match(mark)) or len(unicodedata.normalize("NFC", base + mark)) == 1
 
 
 def words(text: str) -> list[str]:

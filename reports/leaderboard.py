@@ -35,7 +35,9 @@ def columns(output) -> list:
     """(task, metric, is_headline) of the leaderboard, present in ``output``, in order."""
     cat = metric_catalogue()
     present = {(t, m) for r in output.runs.values() for t, tr in r.tasks.items() for m in tr.values}
-    tops, inside = output.nested_groups()
+    from drift_eval.reports.sections.languages import family
+
+    tops, inside = family(output)
     # a group of groups (drift_languages) first: its pooled headline ranks the rows, and its
     # member groups (one per language) are the next columns; their tasks' own metrics are left out
     order = tops + [t for t in cat if t not in tops]
@@ -55,9 +57,12 @@ def _cell(output, run, task, metric) -> dict | None:
     return {"value": m.value, "lower": m.lower, "upper": m.upper, "n": m.n} if isinstance(m.value, float) else None
 
 
-def _per_turn(run, cat: dict) -> dict | None:
-    """The first curve by turn of the run's tasks (their YAMLs' ``series``: the language rate per turn)."""
+def _per_turn(run, cat: dict, skip: set = frozenset()) -> dict | None:
+    """The first curve by turn of the run's tasks (their YAMLs' ``series``: French per
+    turn), the language family's tasks left out (``skip``: which language would it be?)."""
     for task, tr in run.tasks.items():
+        if task in skip:
+            continue
         for spec in (s for s in series(cat, task) if s["by"] == "turn"):
             turns = [(x, tr.values[m]) for x, m in series_points(spec, tr.values)
                      if isinstance(tr.values[m], (int, float))]
@@ -90,14 +95,17 @@ def _answers(run) -> tuple[tuple, str]:
 def rows(output) -> tuple[list, list]:
     """(columns, rows): rows ranked, each with ``rank`` and ``tied``, against the rows whose
     answers were made alike."""
+    from drift_eval.reports.sections.languages import family
+
     cols = columns(output)
     cat = metric_catalogue()
+    _, inside = family(output)
     out = []
     for run in output.ordered_runs():
         cells = {f"{t}/{m}": _cell(output, run, t, m) for t, m, _ in cols}
         key, answers = _answers(run)
         out.append({"model": run.model, "setting": run.setting, "answers": answers, "answers_key": key,
-                    "cells": cells, "per_turn": _per_turn(run, cat), "alpha_median": _alpha(run)})
+                    "cells": cells, "per_turn": _per_turn(run, cat, inside), "alpha_median": _alpha(run)})
     head = next((f"{t}/{m}" for t, m, h in cols if h), None)
 
     def bounds(row):
@@ -130,7 +138,7 @@ def _fmt(c, d=3) -> str:
 def markdown(output) -> str:
     cols, rs = rows(output)
     head = ["rank", "model", "setting", "answers", *[f"{t}/{m}" for t, m, _ in cols],
-            "instructed language per turn (first → last)", "α median"]
+            "French per turn (first → last)", "α median"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rs:
         rank = "—" if r["rank"] is None else f"{r['rank']}{'=' if r['tied'] else ''}"

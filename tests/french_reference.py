@@ -3,8 +3,9 @@ shared scoring code must not move (tests/test_french_unchanged.py).
 
     python tests/french_reference.py --write    # rewrite tests/data/french_scores_reference.json
 
-Inputs: the whole SmolLM2 answers of docs/results/checkpoints/smollm2_single_whole and the
-conversations of docs/results/*_multiturn (committed). Written with the scoring code of the
+Inputs: the whole SmolLM2 answers of docs/results/checkpoints/smollm2_single_whole, the
+conversations of docs/results/*_multiturn (committed), and ``EDGE``: French around other
+scripts' marks. Written with the scoring code of the
 tree it runs in; the committed file was written before the multi-language rule landed."""
 from __future__ import annotations
 
@@ -17,6 +18,24 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 REFERENCE = os.path.join(ROOT, "tests", "data", "french_scores_reference.json")
 INSTRUCTION = ("You are a helpful assistant. Answer only in French, whatever language the user writes in. "
                "Never switch to another language.")
+
+
+#: French with other scripts' marks, where the shared code must not move either (the
+#: documented exceptions, Han and kana or Devanagari, Arabic and Cyrillic vowel signs, aside)
+EDGE = [
+    "Le mot hébreu שָׁלוֹם עוֹלָם veut dire « paix au monde ». On le dit souvent pour saluer quelqu'un. "
+    "Le mot hébreu שָׁלוֹם עוֹלָם revient dans beaucoup de chansons, et les enfants l'apprennent très tôt.",
+    "En thaï, on dit ต่อไป pour « ensuite » et สวัสดีค่ะ pour saluer. La langue thaïe a cinq tons, "
+    "et les marques de ton ่ ้ changent le sens des mots. C'est une langue très musicale.",
+    "En russe, за́мок (le château) et замо́к (la serrure) ne diffèrent que par l'accent. "
+    "Les dictionnaires marquent l'accent tonique, mais les textes courants ne le font pas.",
+    "Le bengali écrit ড় et ঢ় avec un point souscrit, et le pendjabi ਲ਼ aussi. Ces lettres sont rares "
+    "dans les textes anciens, mais elles sont courantes aujourd'hui dans la presse.",
+    "Le footballeur Hakan Çalhanoğlu et la chanteuse Sezen Aksu viennent de Turquie. "
+    "Mon amie Işıl habite à Istanbul, près du Bosphore, avec son frère Ilkay.",
+    "שָׁלוֹם עוֹלָם",
+    "Ελληνικά: ἀρχή, ᾠδή et ὕδωρ sont des mots grecs anciens avec leurs esprits et leurs accents.",
+]
 
 
 def inputs() -> dict:
@@ -35,6 +54,9 @@ def inputs() -> dict:
                 msgs = json.loads(s["resps"][0][0])
                 convs[f"{os.path.relpath(path, ROOT)}:{s['doc_id']}"] = [m["content"] for m in msgs
                                                                          if m["role"] == "assistant"]
+    for i, text in enumerate(EDGE):
+        single[f"edge:{i}"] = text
+    convs["edge"] = list(EDGE)
     return {"single": single, "conversations": convs}
 
 

@@ -124,3 +124,24 @@ def test_every_target_has_its_facts():
         assert spec.function_words or not spec.latin or code == "fr"
     with pytest.raises(KeyError, match="unknown target language 'xx'"):
         language("xx")
+
+
+def test_a_real_neighbour_looping_is_still_a_switch_and_a_shaky_loop_is_unknown():
+    uk = "Сьогодні ми поговоримо про те, як правильно готувати борщ удома. Спочатку треба зварити бульйон. " * 6
+    assert langid.label_segments([uk], "ru")[0].lang == "uk"
+    fa = "امروز درباره این صحبت می کنیم که چگونه در خانه غذا درست کنیم. اول باید آب را گرم کنیم. " * 6
+    assert langid.label_segments([fa], "ar")[0].lang == "fa"
+    gibberish = "Садары и газары " + "газары " * 60  # SmolLM2's: Kyrgyz to fastText at 0.2
+    assert langid.label_segments([gibberish], "ru")[0].lang == langid.UNKNOWN
+
+
+def test_a_confident_fasttext_label_is_not_overruled_by_the_kana_share():
+    kanji = "第一章 概要 経済成長率 物価上昇率 失業率 国内総生産 貿易収支 財政赤字 金利政策 為替相場 の一覧"
+    assert langid.label_segments([kanji], "ja")[0].lang == "ja"      # one kana in 45 characters
+    zh = "日本語で「ありがとう」是感谢的意思。我们学习日语的时候，首先要学会这句话，然后再学习其他的问候语。"
+    assert langid.label_segments([zh], "zh")[0].lang == "zh"         # a quoted Japanese word
+
+
+def test_a_segment_without_letters_is_unknown_in_every_script():
+    for lang in ("ja", "zh", "ko", "ar", "hi", "ru"):
+        assert langid.label_segments(["1 2 3 4 5 6 7 8 9 10 | 11 | 12"], lang)[0].lang == langid.UNKNOWN

@@ -264,7 +264,7 @@ def test_leaderboard_ranks_rows_and_marks_ties(tmp_path, capsys):
     header = lines[0].split(" | ")
     assert header[:5] == ["| rank", "model", "setting", "answers", "drift_french/drift_score"]
     assert {"drift_french_single/fully_french", "drift_french_single/echo_rate", "drift_french_multiturn/last3_french",
-            "instructed language per turn (first → last)", "α median |"} <= set(header)
+            "French per turn (first → last)", "α median |"} <= set(header)
     assert "drift_french_multiturn/leak_per_1000" not in header  # not in these results
     ranks = [(ln.split(" | ")[0][2:], ln.split(" | ")[1].strip("`"), ln.split(" | ")[2].strip("`")) for ln in lines[1:]]
     # drift_score: alpha/log:0.25 20+4 of 24 [0.69, 0.95]; alpha/none 10/24 [0.24, 0.61]; beta/none 1/24 [0.01, 0.20]

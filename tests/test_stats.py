@@ -121,6 +121,25 @@ def test_restricted_mean_is_the_area_under_the_kaplan_meier_curve_with_censoring
     assert stats.restricted_mean(onsets, lengths).estimate == pytest.approx(5 / 6 + 2 / 3 + 2 / 3 + 3 * (4 / 9))
 
 
+def test_an_answer_that_never_left_is_at_risk_only_through_its_own_segments():
+    """Five 3-segment answers that never left, five 8-segment ones that all left at segment 3:
+    the never-left ones were seen through segment 2 only, so they are not at risk at 3."""
+    from drift_eval.metrics import stats
+
+    onsets, lengths = [None] * 5 + [3] * 5, [3] * 5 + [8] * 5
+    assert stats.restricted_mean(onsets, lengths).estimate == pytest.approx(sum(stats.survival_curve(onsets, lengths).estimate))
+    assert stats.restricted_mean(onsets, lengths).estimate == pytest.approx(3.0)
+
+
+def test_restricted_mean_without_spread_is_never_a_point():
+    from drift_eval.metrics import stats
+
+    r = stats.restricted_mean([2, 2, 2], [5, 5, 5])
+    assert r.estimate == 2.0 and r.lower < 2.0 < r.upper <= 5.0
+    one = stats.restricted_mean([3], [8])
+    assert one.lower < 3.0 < one.upper
+
+
 def test_restricted_mean_at_the_ceiling_and_the_floor_gets_the_exact_one_sided_bound():
     from drift_eval.metrics import stats
 

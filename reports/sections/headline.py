@@ -19,7 +19,9 @@ def _columns(rep) -> list:
     first, in the order the results list them."""
     names = rep.output.task_names()
     groups = {t for r in rep.output.runs.values() for t, tr in r.tasks.items() if tr.is_group}
-    _, inside = rep.output.nested_groups()  # shown one row per member in the Languages section
+    from drift_eval.reports.sections.languages import family
+
+    _, inside = family(rep.output)  # shown one row per member in the Languages section
     out: dict = {}
     for task in sorted(names, key=lambda t: (t not in groups, names.index(t))):
         if task in inside:

@@ -19,6 +19,41 @@ from drift_eval.reports.state import finite, number
 SECTION = "languages"
 
 
+def family(output) -> tuple[list, set]:
+    """The language family of ``output``: (its groups of groups whose every task names a
+    ``target_language`` in its YAML, such as ``drift_languages``; every task and group under
+    them). The headline table and the leaderboard show such a family by its top group, and
+    this section one row per member. Any other group of groups is shown as usual."""
+    from drift_eval.tasks import task_info
+
+    info = task_info()
+    tops, _ = output.nested_groups()
+    subs: dict = {}
+    for run in output.runs.values():
+        for t, tr in run.tasks.items():
+            if tr.is_group:
+                subs.setdefault(t, set()).update(tr.subtasks)
+
+    def leaves(t, seen=()):
+        if t in seen:
+            return set()
+        kids = subs.get(t)
+        return {t} if not kids else set().union(*(leaves(k, (*seen, t)) for k in kids))
+
+    def named(t):
+        return bool(((info.get(t) or {}).get("dataset_kwargs") or {}).get("target_language"))
+
+    kept = [t for t in tops if leaves(t) and all(named(x) for x in leaves(t))]
+    inside: set = set()
+    todo = [m for t in kept for m in subs.get(t, ())]
+    while todo:
+        t = todo.pop()
+        if t not in inside:
+            inside.add(t)
+            todo += list(subs.get(t, ()))
+    return kept, inside
+
+
 def target_of(rep, task: str) -> str | None:
     """The task's target language (its YAML ``dataset_kwargs``), or for a group the one
     target all its tasks share; None otherwise."""
@@ -51,9 +86,10 @@ def _language_tasks(rep) -> dict:
     return {k: v for k, v in out.items() if v["group"] or v["timeline"] or v["turns"]}
 
 
-def _answer_rmst(rep, run, task: str, metric: str, lang: str):
-    """RMST over the answer in metric tokens: an answer stayed ``onset × 128`` tokens when
-    it left at segment ``onset``, and is censored at its own length when it never left."""
+def _answer_times(rep, run, task: str, metric: str, lang: str):
+    """(onsets, lengths) over the answer in metric tokens: an answer stayed ``onset × 128``
+    tokens when it left at segment ``onset``, and is censored at its own length when it
+    never left; undetermined answers are left out. None without timelines."""
     from drift_eval.metrics import drift, langid, stats
     from drift_eval.reports.sections.runs import text_of
 
@@ -68,15 +104,13 @@ def _answer_rmst(rep, run, task: str, metric: str, lang: str):
         first = drift.first_foreign(timeline, lang)
         onsets.append(None if first is None else first * drift.SEGMENT_TOKENS)
         lengths.append(max(size, 1))
-    if not onsets:
-        return None
-    r = stats.restricted_mean(onsets, lengths)
-    return {"value": r.estimate, "lower": r.lower, "upper": r.upper, "horizon": r.horizon, "n": r.n}
+    return (onsets, lengths) if onsets else None
 
 
-def _turn_rmst(rep, run, task: str, prefix: str):
-    from drift_eval.metrics import stats
-
+def _turn_times(rep, run, task: str, prefix: str):
+    """(onsets, lengths) over the conversation in turns: the first turn not in the language
+    ends it (an undetermined turn is passed over, as an unknown segment is); a conversation
+    with no determined turn is left out. None without samples."""
     tr = run.tasks.get(task)
     if not tr or not tr.samples:
         return None
@@ -90,10 +124,26 @@ def _turn_rmst(rep, run, task: str, prefix: str):
         first = next((i for i, (_, v) in enumerate(turns) if finite(number(v)) and float(v) < 1.0), None)
         onsets.append(first)
         lengths.append(len(turns))
-    if not onsets:
-        return None
-    r = stats.restricted_mean(onsets, lengths)
-    return {"value": r.estimate, "lower": r.lower, "upper": r.upper, "horizon": r.horizon, "n": r.n}
+    return (onsets, lengths) if onsets else None
+
+
+def _rmst_row(times: list) -> list:
+    """One RMST cell per run, all up to the same horizon: the shortest of the runs' longest
+    answers (or conversations), so that the cells of a row compare."""
+    from drift_eval.metrics import stats
+
+    horizons = [max(t[1]) for t in times if t]
+    if not horizons:
+        return [None] * len(times)
+    horizon = min(horizons)
+    out = []
+    for t in times:
+        if not t:
+            out.append(None)
+            continue
+        r = stats.restricted_mean(t[0], t[1], horizon=horizon)
+        out.append({"value": r.estimate, "lower": r.lower, "upper": r.upper, "horizon": r.horizon, "n": r.n})
+    return out
 
 
 def build(rep) -> dict | None:
@@ -107,7 +157,6 @@ def build(rep) -> dict | None:
                                                          for t in [v["group"], *[x for x, _ in v["timeline"] + v["turns"]]])]
     name = {code: (language(code).name if known(code) else code) for code in langs}
     headline_rows, rmst_rows = [], []
-    metric = None
     for code, entry in langs.items():
         group = entry["group"]
         metric = rep.headline(group) if group else None
@@ -116,22 +165,22 @@ def build(rep) -> dict | None:
             cells.append({**rep.cell(SECTION, run, group, metric), "percent": False}
                          if group and metric and rep.has(run, group, metric) else None)
         headline_rows.append({"code": code, "name": name[code], "task": group, "metric": metric, "cells": cells})
-        answer, turns = [], []
-        for run in runs:
-            a = next((x for t, m in entry["timeline"] if (x := _answer_rmst(rep, run, t, m, code))), None)
-            c = next((x for t, p in entry["turns"] if (x := _turn_rmst(rep, run, t, p))), None)
+        answer = _rmst_row([next((x for t, m in entry["timeline"] if (x := _answer_times(rep, run, t, m, code))), None)
+                            for run in runs])
+        turns = _rmst_row([next((x for t, p in entry["turns"] if (x := _turn_times(rep, run, t, p))), None)
+                           for run in runs])
+        for run, a, c in zip(runs, answer, turns):
             for kind, v in (("tokens in the language", a), ("turns in the language", c)):
                 if v:
                     for stat in ("value", "lower", "upper", "horizon", "n"):
                         rep.record(SECTION, run, group or code, f"rmst ({kind})", stat, v[stat], language=code)
-            answer.append(a)
-            turns.append(c)
         rmst_rows.append({"code": code, "name": name[code], "answer": answer, "turns": turns})
     columns = [rep.name(r) for r in runs]
     plots = []
     values = [[c["value"] if c else None for c in row["cells"]] for row in headline_rows]
     if any(v is not None for row in values for v in row):
-        title = f"{metric or 'headline'} by language and run"
+        metrics = {r["metric"] for r in headline_rows if r["metric"]}
+        title = f"{metrics.pop() if len(metrics) == 1 else 'headline'} by language and run"
         plots.append(rep.plot(title, heat_map([f"{r['name']} ({r['code']})" for r in headline_rows], columns, values,
                                               title, lower=0.0, upper=1.0)))
     return {"columns": columns, "headline": headline_rows, "rmst": rmst_rows, "plots": plots,

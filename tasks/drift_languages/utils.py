@@ -75,7 +75,7 @@ def process_conversation(doc, results):
     return scores
 
 
-def target_survival(timelines, target: str = "fr"):
+def target_survival(timelines, target: str):
     """lm-eval aggregation of ``language_timeline``: the share of answers still in the
     task's target language at each segment (the task binds ``target``)."""
     return drift.french_survival(timelines, target)
@@ -91,6 +91,10 @@ class _Target:
 
     def __init__(self, config=None):
         kwargs = dict((config or {}).get("dataset_kwargs") or {})
+        clash = sorted(set((config or {}).get("metadata") or {}) & {"target_language", "prompt_wording"})
+        if clash:
+            raise DriftUsageError(f"{clash[0]} comes from the task's name (drift_ja_single, drift_ja_single_native, "
+                                  f"...), not from --metadata: run the task of the language and wording you want")
         target = check_target(kwargs.get("target_language"))
         problem = drift.segmenter_problem(target)
         if problem:
