@@ -8,9 +8,10 @@ with its own seed and answers are taken in that order, skipping exact duplicate 
 every answer that contains a segment of the French tuning set
 (``tests/data/langid_segments.jsonl``), so no text used to choose the rule is scored here.
 Only whole answers are drawn: SmolLM2's whole 2048-token single-turn answers
-(docs/results/checkpoints/smollm2_single_whole) and whole replies of both models'
-eight-turn runs (one turn's reply is one answer; the published single-turn samples of
-Qwen are excerpts and are not used). Each record carries the answer cut into the scorer's
+(docs/results/checkpoints/smollm2_single_whole), both models' 256-token answers to
+``drift_fr_single`` (docs/results/languages), and whole replies of the eight-turn runs (one
+turn's reply is one answer; the replies that the older published runs keep only as an
+excerpt, and the older single-turn samples, which are excerpts, are not used). Each record carries the answer cut into the scorer's
 128-token segments (``drift_eval.metrics.langid.segments``), which a label's ``leaves_at``
 counts (1 = the first segment).
 
@@ -24,6 +25,7 @@ import glob
 import json
 import os
 import random
+import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,8 +33,11 @@ RESULTS = os.path.join(ROOT, "docs", "results")
 OUT = os.path.join(ROOT, "tests", "data", "langid_answers.jsonl")
 #: (source, kind, how many): whole answers of both models (the first stratum has fewer left once
 #: answers holding a tuning segment are skipped: SmolLM2's single-turn answers gave 22 of them)
-STRATA = [("checkpoints/smollm2_single_whole", "cache", 30), ("smollm2_multiturn", "turn", 60),
-          ("qwen_multiturn", "turn", 60)]
+STRATA = [("checkpoints/smollm2_single_whole", "cache", 30), ("languages/smollm2_single/fr", "single", 20),
+          ("languages/qwen_single/fr", "single", 24), ("smollm2_multiturn", "turn", 25), ("qwen_multiturn", "turn", 25),
+          ("languages/smollm2_multiturn/fr", "turn", 24)]
+#: how the published eight-turn runs of before whole answers were kept mark a cut reply
+CUT = re.compile(r"\[\.\.\. \d+ more characters\]$")
 SEED = 29
 LABELS = ("stays", "leaves", "never", "undetermined")
 
@@ -52,9 +57,14 @@ def _answers(folder: str, kind: str):
         with open(path, encoding="utf-8") as fh:
             for line in fh:
                 row = json.loads(line)
+                if kind == "single":
+                    yield {"source": f"{folder}/{setting}", "doc_id": row["doc_id"], "turn": None,
+                           "text": row["resps"][0][0]}
+                    continue
                 turns = [m["content"] for m in json.loads(row["resps"][0][0]) if m["role"] == "assistant"]
                 for k, text in enumerate(turns, 1):
-                    yield {"source": f"{folder}/{setting}", "doc_id": row["doc_id"], "turn": k, "text": text}
+                    if not CUT.search(text):  # a reply published as an excerpt is not a whole answer
+                        yield {"source": f"{folder}/{setting}", "doc_id": row["doc_id"], "turn": k, "text": text}
 
 
 def draw() -> list[dict]:

@@ -144,7 +144,7 @@ def test_report_leaderboard_and_compare_read_every_language_and_the_pool(hf_runs
     r = run_drift_eval(["report", hf_runs["hf-drift"], "-o", md])
     assert r.returncode == 0, r.stderr[-2000:]
     text = md.read_text(encoding="utf-8")
-    assert "## Languages" in text and "| `Japanese` (`ja`) | `drift_ja` |" in text
+    assert "## Languages" in text and "| `Japanese` (`ja`) | `drift_ja`: " in text and "| `drift_ja_single`: " in text
     assert "answer (tokens)" in text and "conversation (turns)" in text and "of 4 |" in text
     assert "drift_ja_single: share of answers still in Japanese, by segment" in text
     assert "drift_ja_single: segment languages" not in text or "left Japanese" in text

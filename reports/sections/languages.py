@@ -66,17 +66,19 @@ def target_of(rep, task: str) -> str | None:
 
 
 def _language_tasks(rep) -> dict:
-    """``{language: {"group": task, "timeline": [(task, metric)], "turns": [(task, prefix)]}}``."""
+    """``{language: {"group": task, "tasks": [task], "timeline": [(task, metric)],
+    "turns": [(task, prefix)]}}``."""
     out: dict = {}
     for task in rep.output.task_names():
         lang = target_of(rep, task)
         if lang is None:
             continue
-        entry = out.setdefault(lang, {"group": None, "timeline": [], "turns": []})
+        entry = out.setdefault(lang, {"group": None, "tasks": [], "timeline": [], "turns": []})
         is_group = any(task in r.tasks and r.tasks[task].is_group for r in rep.output.runs.values())
         if is_group:
             entry["group"] = entry["group"] or task
             continue
+        entry["tasks"].append(task)
         for metric, info in rep.cat.get(task, {}).items():
             if "timeline" in info.get("roles", ()):
                 entry["timeline"].append((task, metric))
@@ -154,17 +156,20 @@ def build(rep) -> dict | None:
     if not langs:
         return None
     runs = [r for r in rep.output.ordered_runs() if any(t in r.tasks for v in langs.values()
-                                                         for t in [v["group"], *[x for x, _ in v["timeline"] + v["turns"]]])]
+                                                         for t in [v["group"], *v["tasks"]])]
     name = {code: (language(code).name if known(code) else code) for code in langs}
     headline_rows, rmst_rows = [], []
     for code, entry in langs.items():
-        group = entry["group"]
-        metric = rep.headline(group) if group else None
-        cells = []
-        for run in runs:
-            cells.append({**rep.cell(SECTION, run, group, metric), "percent": False}
-                         if group and metric and rep.has(run, group, metric) else None)
-        headline_rows.append({"code": code, "name": name[code], "task": group, "metric": metric, "cells": cells})
+        first = True
+        for task in [t for t in [entry["group"], *entry["tasks"]] if t]:
+            metric = rep.headline(task)
+            if not metric or not any(rep.has(r, task, metric) for r in runs):
+                continue
+            cells = [{**rep.cell(SECTION, run, task, metric), "percent": False} if rep.has(run, task, metric) else None
+                     for run in runs]
+            headline_rows.append({"code": code, "name": name[code], "task": task, "metric": metric, "cells": cells,
+                                  "first": first, "label": rep.label(task, metric)})
+            first = False
         answer = _rmst_row([next((x for t, m in entry["timeline"] if (x := _answer_times(rep, run, t, m, code))), None)
                             for run in runs])
         turns = _rmst_row([next((x for t, p in entry["turns"] if (x := _turn_times(rep, run, t, p))), None)
@@ -173,16 +178,19 @@ def build(rep) -> dict | None:
             for kind, v in (("tokens in the language", a), ("turns in the language", c)):
                 if v:
                     for stat in ("value", "lower", "upper", "horizon", "n"):
-                        rep.record(SECTION, run, group or code, f"rmst ({kind})", stat, v[stat], language=code)
+                        rep.record(SECTION, run, entry["group"] or code, f"rmst ({kind})", stat, v[stat],
+                                   language=code)
         rmst_rows.append({"code": code, "name": name[code], "answer": answer, "turns": turns})
     columns = [rep.name(r) for r in runs]
     plots = []
-    values = [[c["value"] if c else None for c in row["cells"]] for row in headline_rows]
+    shown = [r for r in headline_rows if r["first"]]  # each language's first row: its group, or its first task
+    values = [[c["value"] if c else None for c in row["cells"]] for row in shown]
     if any(v is not None for row in values for v in row):
-        metrics = {r["metric"] for r in headline_rows if r["metric"]}
+        metrics = {r["metric"] for r in shown}
         title = f"{metrics.pop() if len(metrics) == 1 else 'headline'} by language and run"
-        plots.append(rep.plot(title, heat_map([f"{r['name']} ({r['code']})" for r in headline_rows], columns, values,
-                                              title, lower=0.0, upper=1.0)))
+        several = len({x["metric"] for x in shown}) > 1
+        labels = [f"{r['name']} ({r['code']})" + (f" {r['metric']}" if several else "") for r in shown]
+        plots.append(rep.plot(title, heat_map(labels, columns, values, title, lower=0.0, upper=1.0)))
     return {"columns": columns, "headline": headline_rows, "rmst": rmst_rows, "plots": plots,
             "figures": [{"title": plots[0]["title"], "plots": plots}] if plots else [],
             "has_answer": any(a for r in rmst_rows for a in r["answer"]),
