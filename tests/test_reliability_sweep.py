@@ -74,24 +74,41 @@ def _rows(db_path):
 def _run_until(out, model, stop, sig, timeout=600):
     """Start a sweep and send it ``sig`` once ``stop(stdout_so_far)`` is true. The sweep is
     paused (SIGSTOP) while ``stop`` looks at its output and files, so that on a loaded
-    machine it cannot finish the stage between the look and the signal."""
+    machine it cannot finish the stage between the look and the signal; and the thread
+    that reads its output looks too, the moment each line arrives, so that a stage shorter
+    than one turn of the polling loop is still caught."""
     env = dict(os.environ, **ENV)
     proc = subprocess.Popen([DRIFT_EVAL, "sweep", "--output", str(out), "--model-args", f"pretrained={model}", *ARGS],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     lines, err = [], []
-    readers = [threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, ""))),
+    fired = threading.Event()
+    lock = threading.Lock()
+
+    def look():
+        """Pause the sweep, look, signal it if the moment has come, let it go on."""
+        with lock:
+            if fired.is_set() or proc.poll() is not None:
+                return
+            proc.send_signal(signal.SIGSTOP)
+            try:
+                if stop("".join(lines)):
+                    proc.send_signal(sig)
+                    fired.set()
+            finally:
+                proc.send_signal(signal.SIGCONT)
+
+    def read_out():
+        for line in iter(proc.stdout.readline, ""):
+            lines.append(line)
+            look()
+
+    readers = [threading.Thread(target=read_out),
                threading.Thread(target=lambda: err.extend(iter(proc.stderr.readline, "")))]
     for t in readers:
         t.start()
     t0 = time.time()
-    while proc.poll() is None and time.time() - t0 < timeout:
-        proc.send_signal(signal.SIGSTOP)
-        try:
-            if stop("".join(lines)):
-                proc.send_signal(sig)
-                break
-        finally:
-            proc.send_signal(signal.SIGCONT)
+    while proc.poll() is None and time.time() - t0 < timeout and not fired.is_set():
+        look()
         time.sleep(0.02)
     proc.wait(timeout=timeout)
     for t in readers:
