@@ -556,24 +556,33 @@ class Output:
                     names.append(t)
         return names
 
-    def nested_groups(self) -> tuple[list, set]:
-        """(the groups of groups, such as ``drift_languages``, in task order; every task and
-        group under one of them). Reports and the leaderboard show such a family by its top
-        group, with its member groups as one row or column each."""
+    def nested_groups(self, keep=None) -> tuple[list, set]:
+        """(the outermost groups of groups, such as ``drift_languages``, in task order; every
+        task and group under one of them). ``keep(leaves)``, given the set of a top group's
+        tasks that are not groups, says which tops count (all by default). Reports and the
+        leaderboard show such a family by its top group, with its member groups as one row
+        or column each."""
         subs: dict = {}
         for run in self.runs.values():
             for t, tr in run.tasks.items():
                 if tr.is_group:
                     subs.setdefault(t, set()).update(tr.subtasks)
+
+        def under(roots) -> set:
+            found: set = set()
+            todo = [m for t in roots for m in subs[t]]
+            while todo:
+                t = todo.pop()
+                if t not in found:
+                    found.add(t)
+                    todo += list(subs.get(t, ()))
+            return found
+
         tops = [t for t in self.task_names() if t in subs and subs[t] & set(subs)]
-        inside: set = set()
-        todo = [m for t in tops for m in subs[t]]
-        while todo:
-            t = todo.pop()
-            if t not in inside:
-                inside.add(t)
-                todo += list(subs.get(t, ()))
-        return [t for t in tops if t not in inside], inside
+        tops = [t for t in tops if t not in under(tops)]
+        if keep is not None:
+            tops = [t for t in tops if keep({x for x in under([t]) if x not in subs})]
+        return tops, under(tops)
 
 
 def _str_list(v) -> bool:

@@ -27,31 +27,11 @@ def family(output) -> tuple[list, set]:
     from drift_eval.tasks import task_info
 
     info = task_info()
-    tops, _ = output.nested_groups()
-    subs: dict = {}
-    for run in output.runs.values():
-        for t, tr in run.tasks.items():
-            if tr.is_group:
-                subs.setdefault(t, set()).update(tr.subtasks)
 
-    def leaves(t, seen=()):
-        if t in seen:
-            return set()
-        kids = subs.get(t)
-        return {t} if not kids else set().union(*(leaves(k, (*seen, t)) for k in kids))
+    def named(task) -> bool:
+        return bool(((info.get(task) or {}).get("dataset_kwargs") or {}).get("target_language"))
 
-    def named(t):
-        return bool(((info.get(t) or {}).get("dataset_kwargs") or {}).get("target_language"))
-
-    kept = [t for t in tops if leaves(t) and all(named(x) for x in leaves(t))]
-    inside: set = set()
-    todo = [m for t in kept for m in subs.get(t, ())]
-    while todo:
-        t = todo.pop()
-        if t not in inside:
-            inside.add(t)
-            todo += list(subs.get(t, ()))
-    return kept, inside
+    return output.nested_groups(keep=lambda leaves: bool(leaves) and all(named(t) for t in leaves))
 
 
 def target_of(rep, task: str) -> str | None:
