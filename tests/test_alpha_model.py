@@ -110,6 +110,46 @@ def test_continuation_nll_matches_a_plain_forward():
     assert abs(biased[0][0] - got[0][0]) > tol[0, 0]
 
 
+def test_perplexity_requests_score_each_continuation_once_per_setting(monkeypatch):
+    """serve_nll keeps the uncompensated scores on the model: the ``none`` setting scores each
+    request once, a later compensated setting only its own scores, and its ``nll_none`` is
+    the ``none`` run's, number for number; a model whose first setting is compensated scores
+    both, once."""
+    from types import SimpleNamespace
+
+    model = tiny_model("llama")
+    calls = []
+    real = alpha.continuation_nll
+
+    def counted(model_, tok, prompts, cont_ids, state=None, batch_size=4):
+        calls.append("none" if state is None or not state.config.active else state.config.label().split("@")[0])
+        return real(model_, tok, prompts, cont_ids, state, batch_size)
+
+    monkeypatch.setattr(alpha, "continuation_nll", counted)
+    reqs = [SimpleNamespace(args=(json.dumps({"prompt": p, "continuations": CONTS[:3], "length": 40}),))
+            for p in (SCENE["base"], SCENE["translation"])]
+
+    def lm_at(config, shared=None):
+        state = comp.install(model, config)
+        return SimpleNamespace(model=model, tokenizer=TOK, drift_state=state, batch_size=2,
+                               uncompensated_nll=shared if shared is not None else {})
+
+    shared = {}
+    none = [json.loads(a) for a in alpha.serve_nll(lm_at(CompensationConfig("none", 0.0, "prompt"), shared), reqs)]
+    assert calls == ["none", "none"]
+    for label, config in (("log:1", CompensationConfig("log", 1.0, "prompt")),
+                          ("const:2", CompensationConfig("const", 2.0, "prompt"))):
+        calls.clear()
+        got = [json.loads(a) for a in alpha.serve_nll(lm_at(config, shared), reqs)]
+        assert calls == [label, label]  # the uncompensated scores come from the none setting
+        assert [g["nll_none"] for g in got] == [n["nll"] for n in none]
+        assert all(g["nll"] != g["nll_none"] for g in got)
+    calls.clear()
+    first = [json.loads(a) for a in alpha.serve_nll(lm_at(CompensationConfig("log", 1.0, "prompt")), reqs)]
+    assert calls == ["log:1", "none", "log:1", "none"]
+    assert [f["nll_none"] for f in first] == [n["nll"] for n in none]
+
+
 def test_measure_pools_scenes_and_fits_every_layer():
     model = tiny_model("llama", layers=2)
     scenes = [SCENE, {"base": "Two cats slept on a warm roof.", "detail": "Two dogs slept on a warm roof."}]

@@ -506,16 +506,31 @@ def serve_offsets(lm, requests, disable_tqdm: bool = False) -> list[str]:
 def serve_nll(lm, requests, disable_tqdm: bool = False) -> list[str]:
     """``continuation_nll`` requests: ``arguments[0]`` is JSON ``{"prompt", "continuations",
     "length"}``; the answer is JSON with the summed NLL per continuation under the active
-    setting, the token count, and (when compensation is active) the same without it."""
+    setting, the token count, and (when compensation is active) the same without it.
+
+    Each continuation is scored once per setting: the scores without compensation are kept
+    on the model (``lm.uncompensated_nll``, keyed by prompt, continuation tokens and batch
+    size), so a ``none`` run, or the first compensated one, scores them and every later
+    setting of the same loaded model (``drift-eval sweep``) reuses them, the same numbers."""
     model, tok, state = _lm_parts(lm)
+    memo = getattr(lm, "uncompensated_nll", None)
+    memo = {} if memo is None else memo
     out = []
     bs = _batch_size(lm)
     for r in requests:
         s = json.loads(r.args[0])
         cont_ids, T = continuation_ids(tok, s["continuations"], s.get("length"))
-        nll = continuation_nll(model, tok, [s["prompt"]], cont_ids, state, bs)[0]
-        res = {"nll": nll, "tokens": T, "compensation": state.config.label() if state else "none"}
-        if state is not None and state.config.active:
-            res["nll_none"] = continuation_nll(model, tok, [s["prompt"]], cont_ids, None, bs)[0]
+        key = (s["prompt"], tuple(tuple(c) for c in cont_ids), bs)
+        active = state is not None and state.config.active
+        if active:
+            nll = continuation_nll(model, tok, [s["prompt"]], cont_ids, state, bs)[0]
+            if key not in memo:
+                memo[key] = continuation_nll(model, tok, [s["prompt"]], cont_ids, None, bs)[0]
+        else:
+            nll = memo.get(key) or continuation_nll(model, tok, [s["prompt"]], cont_ids, state, bs)[0]
+            memo[key] = nll
+        res = {"nll": list(nll), "tokens": T, "compensation": state.config.label() if state else "none"}
+        if active:
+            res["nll_none"] = list(memo[key])
         out.append(json.dumps(res))
     return out

@@ -53,6 +53,9 @@ class HFDriftLM(HFLM):
             pretrained = cached_from_gguf(pretrained, gguf_file, log=log.warning)
         super().__init__(pretrained=pretrained, **kwargs)
         self._docs_by_context: dict = {}
+        # drift_ppl's scores without compensation, shared by every setting of this model
+        # (drift_eval.measure.alpha.serve_nll)
+        self.uncompensated_nll: dict = {}
         self._pending_rows = None
         self._warned_no_span = False
         self._batch_contexts: list = []
