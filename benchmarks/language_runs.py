@@ -16,7 +16,7 @@ import os
 import sys
 
 from drift_eval.decide.results import load_output
-from drift_eval.metrics import drift, langid, stats
+from drift_eval.metrics import drift, stats
 
 
 def _cell(out, task, metric):
@@ -27,19 +27,11 @@ def _cell(out, task, metric):
 
 
 def _rmst(out, task, lang):
-    run = out.run("none")
-    onsets, lengths = [], []
-    for s in run.tasks[task].samples or []:
-        tl = s.get("language_timeline")
-        if not isinstance(tl, list) or not drift.determined(tl):
-            continue
-        text = s["resps"][0][0]
-        first = drift.first_foreign(tl, lang)
-        onsets.append(None if first is None else first * drift.SEGMENT_TOKENS)
-        lengths.append(max(1, len(langid.tokens(text))))
-    if not onsets:
+    samples = out.run("none").tasks[task].samples or []
+    times = drift.answer_times(((s.get("language_timeline"), s["resps"][0][0]) for s in samples), lang)
+    if times is None:
         return "—"
-    r = stats.restricted_mean(onsets, lengths)
+    r = stats.restricted_mean(*times)
     return f"{r.estimate:.0f} [{r.lower:.0f}, {r.upper:.0f}] of {r.horizon}"
 
 

@@ -72,21 +72,11 @@ def _answer_times(rep, run, task: str, metric: str, lang: str):
     """(onsets, lengths) over the answer in metric tokens: an answer stayed ``onset × 128``
     tokens when it left at segment ``onset``, and is censored at its own length when it
     never left; undetermined answers are left out. None without timelines."""
-    from drift_eval.metrics import drift, langid, stats
+    from drift_eval.metrics import drift
     from drift_eval.reports.sections.runs import text_of
 
     tr = run.tasks.get(task)
-    onsets, lengths = [], []
-    for s in (tr.samples or []) if tr else []:
-        timeline = s.get(metric)
-        if not isinstance(timeline, list) or not drift.determined(timeline):
-            continue
-        text = text_of(s)
-        size = len(langid.tokens(text)) if text else len(timeline) * drift.SEGMENT_TOKENS
-        first = drift.first_foreign(timeline, lang)
-        onsets.append(None if first is None else first * drift.SEGMENT_TOKENS)
-        lengths.append(max(size, 1))
-    return (onsets, lengths) if onsets else None
+    return drift.answer_times(((s.get(metric), text_of(s)) for s in tr.samples or []), lang) if tr else None
 
 
 def _turn_times(rep, run, task: str, prefix: str):
