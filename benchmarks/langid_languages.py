@@ -2,6 +2,9 @@
 per target language, on the tuning and held-out parts of the hand-labelled sets
 (tests/data/langid/<L>.jsonl; French: the held-out part only, its tuning set is
 tests/data/langid_segments.jsonl), against plain fastText (its top label on the raw text).
+The held-out part is shown in two: the written segments (``heldout``) and the segments of
+another model's real answers (``heldout_real``, category ``real_output``: zh ja hi ar ru,
+drawn and labelled before they were scored, ``benchmarks/langid_real_segments.py``).
 
     python benchmarks/langid_languages.py [--json benchmarks/results/langid_languages.json]
 
@@ -17,6 +20,10 @@ from drift_eval.metrics import langid
 from drift_eval.metrics.languages import TARGETS
 from drift_eval.metrics.stats import precision_recall
 
+#: the parts shown, by split and category
+PARTS = {"tune": lambda r: r["split"] == "tune",
+         "heldout": lambda r: r["split"] == "heldout" and r["category"] != "real_output",
+         "heldout_real": lambda r: r["split"] == "heldout" and r["category"] == "real_output"}
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "langid")
 
 
@@ -31,8 +38,8 @@ def measure() -> dict:
         rows = read_jsonl(os.path.join(DATA, f"{lang}.jsonl"), "segment file",
                           required=("id", "split", "category", "left_target", "text"))
         out[lang] = {}
-        for split in ("tune", "heldout"):
-            part = [r for r in rows if r["split"] == split]
+        for split in PARTS:
+            part = [r for r in rows if PARTS[split](r)]
             if not part:
                 continue
             truth = [r["left_target"] for r in part]
