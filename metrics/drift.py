@@ -254,8 +254,12 @@ def lcb_line_pass(text: str, lang: str = "fr", threshold: float = 0.3, min_token
     return float(all(p and p[0][0] == lang and p[0][1] > threshold for p in preds))
 
 
-def _timeline(text: str, lang: str, segment_size: int):
-    return langid.label_segments(langid.segments(text, segment_size), target=lang) if text else []
+def _timeline(text: str, lang: str, segment_size: int, answer_context: bool = False):
+    if not text:
+        return []
+    if answer_context:
+        return langid.label_answer(text, lang, size=segment_size)
+    return langid.label_segments(langid.segments(text, segment_size), target=lang)
 
 
 def _all_french(labels, lang) -> float | None:
@@ -264,14 +268,17 @@ def _all_french(labels, lang) -> float | None:
 
 
 def score_response(text: str, instruction: str = "", lang: str = "fr", segment_size: int = SEGMENT_TOKENS,
-                   meta: dict | None = None) -> dict:
+                   meta: dict | None = None, answer_context: bool = False) -> dict:
     """Every per-sample value of the single-turn task (docs/metrics.md). ``meta``: what the
     backend measured (``drift_eval.plugin.answers``: ``tokens``, ``natural_end``,
     ``natural_end_chars``); values that are not defined for this answer are ``None``. An
     undetermined answer (no segment of known language) has ``None`` for every metric that
-    needs its language, and ``undetermined_share`` 1."""
+    needs its language, and ``undetermined_share`` 1. ``answer_context``: each segment is
+    cleaned with the whole answer's code blocks and quotations in view
+    (``langid.label_answer``; drift_languages); without it each is cleaned alone, as
+    drift_french's published scores were."""
     meta = meta or {}
-    labels = _timeline(text, lang, segment_size)
+    labels = _timeline(text, lang, segment_size, answer_context)
     timeline = [x.lang for x in labels]
     known = [s for s in timeline if s != langid.UNKNOWN]
     decided = bool(known)
@@ -281,8 +288,8 @@ def score_response(text: str, instruction: str = "", lang: str = "fr", segment_s
     detected = langid.langdetect_lang(text)
     end, chars, tokens = meta.get("natural_end"), meta.get("natural_end_chars"), meta.get("tokens")
     ended = end is not None and chars is not None
-    before = _timeline(text[:chars], lang, segment_size) if ended else labels
-    after = [x.lang for x in _timeline(text[chars:], lang, segment_size) if x.known] if ended else []
+    before = _timeline(text[:chars], lang, segment_size, answer_context) if ended else labels
+    after = [x.lang for x in _timeline(text[chars:], lang, segment_size, answer_context) if x.known] if ended else []
     loops = [x.degenerate >= langid.SegmentRule.degenerate for x in labels]
     return {
         "fully_french": float(all_in(timeline, lang)) if decided else None,

@@ -293,17 +293,51 @@ def left_language(text: str, target: str = "fr", rule: SegmentRule = SegmentRule
     return label.known and label.lang != target
 
 
-def label_segments(pieces: list[str], target: str = "fr", rule: SegmentRule = SegmentRule()) -> list[SegmentLabel]:
+def opened_at(text: str, starts: list[int]) -> list[str]:
+    """For each offset of ``starts`` (a segment's first character), the mark that opens the
+    code or quotation it falls inside in the whole ``text`` (```` ``` ````, `````, or the
+    quotation mark), else ``""``. A segment cut from the middle of a code block or a quotation
+    has lost its opening mark; with it put back, the cleaning removes what the whole answer
+    shows to be code or quoted, and pairs the segment's own quotation marks as the answer
+    does (a segment that begins inside ``"cat"が"dog"`` would otherwise pair ``"が"``)."""
+    code = [(m.start(), m.end(), "```" if m.group().startswith("```") else "`")
+            for m in _CODE_RE.finditer(text or "") if m.group().startswith("`")]
+    blank = list(text or "")
+    for a, b, _ in code:
+        blank[a:b] = [c if c == "\n" else " " for c in blank[a:b]]
+    quotes = [(m.start(), m.end(), m.group()[0]) for m in _QUOTED_RE.finditer("".join(blank))]
+    out = []
+    for at in starts:
+        mark = next((o for a, b, o in code if a < at < b), None)
+        if mark is None:
+            mark = next((o for a, b, o in quotes if a < at < b - 1), "")
+        out.append(mark)
+    return out
+
+
+def label_answer(text: str, target: str = "fr", rule: SegmentRule = SegmentRule(),
+                 size: int = 128) -> list[SegmentLabel]:
+    """The language of each ``size``-token segment of one answer (``segments``), each cleaned
+    with the answer's code blocks and quotations in view (``opened_at``)."""
+    spans = segment_spans(text, size)
+    return label_segments([text[a:b] for a, b in spans], target, rule, opened=opened_at(text, [a for a, _ in spans]))
+
+
+def label_segments(pieces: list[str], target: str = "fr", rule: SegmentRule = SegmentRule(),
+                   opened: list[str] | None = None) -> list[SegmentLabel]:
     """The language of each consecutive piece of one answer under ``rule``, for any target of
     ``drift_eval.metrics.languages`` (docs/metrics.md, "Language ID" and "Every target
     language"). A Latin-script target is decided by fastText with the target's and English
-    function words; a target in another script by the share of its script's words first."""
+    function words; a target in another script by the share of its script's words first.
+    ``opened``: the mark each piece begins inside (``opened_at``), put back before cleaning."""
     from drift_eval.metrics.languages import language
     from drift_eval.metrics.text import fold, repeated_shares
 
     spec = language(target)
     function_words = FRENCH_FUNCTION_WORDS if target == "fr" else spec.function_words
-    cleaned = [clean_for_lid(p) if rule.cleaning else " ".join((p or "").split()) for p in pieces]
+    opened = opened or [""] * len(pieces)
+    cleaned = [clean_for_lid(o + (p or "")) if rule.cleaning else " ".join((p or "").split())
+               for o, p in zip(opened, pieces)]
     preds = predict(cleaned, k=3)
     loops = repeated_shares(pieces)
     out = []

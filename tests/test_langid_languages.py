@@ -161,3 +161,43 @@ def test_a_confident_fasttext_label_is_not_overruled_by_the_kana_share():
 def test_a_segment_without_letters_is_unknown_in_every_script():
     for lang in ("ja", "zh", "ko", "ar", "hi", "ru"):
         assert langid.label_segments(["1 2 3 4 5 6 7 8 9 10 | 11 | 12"], lang)[0].lang == langid.UNKNOWN
+
+
+def _code_answer():
+    ru = ("Рекурсия позволяет функции вызывать саму себя. Это удобно, когда задача делится на "
+          "похожие подзадачи меньшего размера. Ниже пример на JavaScript, который переводит меры "
+          "продуктов в граммы, с комментариями на русском языке. ")
+    code = "```javascript\n" + "".join(
+        f"function convert{i}(item, value) {{\n  // переводим в граммы\n"
+        f"  if (value === 'eggs') {{ return value * 1000; }} else {{ return item.weight + {i}; }}\n}}\n"
+        for i in range(8)) + "```\n"
+    return ru * 2 + code + ru * 2
+
+
+def test_a_segment_cut_from_inside_a_code_block_or_quotation_gets_its_opening_mark_back():
+    text = _code_answer()
+    starts = [a for a, _ in langid.segment_spans(text)]
+    assert langid.opened_at(text, starts) == ["", "```", "```", "```"]  # segments 2-4 begin inside the code
+    quoted = "mot " * 10 + '"le chat dort" puis "le chien court"'
+    at = quoted.index("chat")
+    assert langid.opened_at(quoted, [0, at, quoted.index("puis"), quoted.index("chien")]) == ["", '"', "", '"']
+    assert langid.opened_at("`a b` c", [1, 6]) == ["`", ""]
+
+
+def test_code_without_its_fence_is_no_switch_when_the_answer_is_read_whole():
+    """JavaScript with Russian comments, cut by the segment boundaries: alone, its Latin
+    keywords outvote the comments (the ``ru-r005`` mistake); read with the whole answer the
+    code is code, and no segment leaves Russian."""
+    text = _code_answer()
+    alone = [x.lang for x in langid.label_segments(langid.segments(text), "ru")]
+    whole = [x.lang for x in langid.label_answer(text, "ru")]
+    assert any(lang not in ("ru", langid.UNKNOWN) for lang in alone)
+    assert whole[0] == whole[-1] == "ru" and all(lang in ("ru", langid.UNKNOWN) for lang in whole)
+
+
+def test_drift_languages_scores_in_context_and_drift_french_as_published():
+    from drift_eval.metrics import drift
+
+    text = _code_answer()
+    assert drift.score_response(text, lang="ru", answer_context=True)["fully_french"] == 1.0
+    assert drift.score_response(text, lang="ru")["fully_french"] == 0.0  # each segment alone: drift_french's way

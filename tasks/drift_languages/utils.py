@@ -60,7 +60,7 @@ def load_conversations(target_language: str = "fr", prompt_wording: str = "en", 
 def process_results(doc, results):
     lang = doc["target_language"]
     scores = drift.neutral_names(drift.score_response(results[0], instruction=doc["system_prompt"], lang=lang,
-                                                      meta=meta_of(results[0])))
+                                                      meta=meta_of(results[0]), answer_context=True))
     headline(scores, scores["fully_target"])
     scores.update(answer_record(results[0]))
     return scores
