@@ -9,6 +9,7 @@ were computed one token at a time, re-encoding computes them in one matrix produ
 sums run in another order)."""
 import contextlib
 import logging
+import re
 
 import pytest
 import torch
@@ -211,6 +212,81 @@ def test_carried_logits_equal_re_encoded_ones_within_float32_rounding(lm):
     assert torch.equal(got.argmax(-1), want.argmax(-1))
 
 
+# ---------------------------------------------------------------------------- lm-eval's own hf model
+@pytest.fixture(scope="module")
+def stock(tmp_path_factory):
+    """lm-eval's ``HFLM`` on each family's tiny model, as ``--model hf`` builds it."""
+    from lm_eval.models.huggingface import HFLM
+
+    return {f: HFLM(pretrained=chat_model_dir(tmp_path_factory.mktemp(f"stock_{f}"), f), device="cpu", batch_size=4)
+            for f in FAMILIES}
+
+
+def _stock_run(model, mode, batch_size, requests=None):
+    """(the conversations, the store the call used or None) through the wrapper, as a run
+    with ``--metadata '{"conversation_cache": mode}'`` makes it."""
+    stores = []
+    model.batch_size_per_gpu = batch_size
+    drift_lm = DriftLM(model, set(), conversation_cache=(mode, 8192))
+    carrier = drift_lm.carried_conversations()
+    assert (carrier is None) == (mode == "off")
+
+    @contextlib.contextmanager
+    def spy(*args):
+        with carrier(*args) as store:
+            stores.append(store)
+            assert store is None or {"tok_batch_encode", "_model_generate"} <= set(vars(model))
+            yield store
+
+    drift_lm.carried_conversations = lambda: spy if carrier is not None else None  # this test's own wrapper
+    histories = run_conversations(drift_lm, requests or _requests())
+    assert not {"tok_batch_encode", "_model_generate"} & set(vars(model))  # shadowed for the call only
+    return histories, stores[0] if stores else None
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("batch_size", [1, 4])
+def test_stock_hf_carried_conversations_answer_as_re_encoded_ones(stock, family, batch_size):
+    model = stock[family]
+    off, none = _stock_run(model, "off", batch_size)
+    on, store = _stock_run(model, "on", batch_size)
+    assert none is None and store is not None
+    assert on == off  # the answers, token for token, and no cache_reused mark
+    assert store.carried > store.positions // 3
+    assert set(store.reused.values()) <= {True}
+    forced = {**GEN, "min_new_tokens": GEN["max_gen_toks"]}  # the length forced through lm-eval's own kwarg
+    assert _stock_run(model, "auto", batch_size, _requests(gen=forced))[0] == \
+        _stock_run(model, "off", batch_size, _requests(gen=forced))[0]
+
+
+def test_the_runs_metadata_sets_the_stock_cache_and_is_checked(stock, monkeypatch):
+    from types import SimpleNamespace
+
+    from drift_eval.plugin.wrapper import conversation_cache_of, run_problems
+
+    def tasks(*metas):
+        return {f"t{i}": SimpleNamespace(config=SimpleNamespace(metadata=m)) for i, m in enumerate(metas)}
+
+    assert conversation_cache_of(tasks({}, None)) == ("off", 8192)
+    assert conversation_cache_of(tasks({"conversation_cache": "AUTO", "conversation_cache_mb": "64"})) == ("auto", 64)
+    with pytest.raises(DriftUsageError, match="unknown conversation_cache 'yes'"):
+        conversation_cache_of(tasks({"conversation_cache": "yes"}))
+    with pytest.raises(DriftUsageError, match="different conversation_cache settings"):
+        conversation_cache_of(tasks({"conversation_cache": "on"}, {}))
+    assert DriftLM(stock["llama"], set(), conversation_cache=("off", 8192)).carried_conversations() is None
+
+    class Server:  # a model of no Hugging Face kind
+        def apply_chat_template(self, messages, add_generation_prompt=True):
+            return "".join(m["content"] for m in messages)
+
+    conversation = {"c": SimpleNamespace()}
+    monkeypatch.setattr("drift_eval.plugin.wrapper.request_types", lambda task, name: {CONVERSATION.name})
+    [line] = run_problems(Server(), conversation, True, "on")
+    assert "carries conversations on hf and hf-drift only" in line
+    assert run_problems(Server(), conversation, True, "auto") == []  # auto re-encodes where it cannot carry
+    assert run_problems(stock["qwen2"], conversation, True, "on") == []
+
+
 # ---------------------------------------------------------------------------- the parts
 def _held(tokens, prompt_len, span_end=0):
     return Held(torch.tensor(tokens), prompt_len, span_end, [])
@@ -339,3 +415,35 @@ def test_smollm2_carried_conversations_answer_as_re_encoded_ones(smollm2_dir, se
     assert [assistant_replies(h) for h in on] == [assistant_replies(h) for h in off]
     assert on == off
     assert store.carried > store.positions // 3 and set(store.reused.values()) <= {True}
+
+
+@pytest.mark.slow
+def test_lm_eval_hf_with_the_cache_in_metadata_logs_the_samples_of_re_encoding(smollm2_dir, tmp_path):
+    """The real ``lm_eval --model hf`` command: ``--metadata '{"conversation_cache": "on"}'``
+    carries the conversations of drift_french_multiturn (a tiny random model with SmolLM2's
+    tokenizer and template) and logs the samples of a run without it; a bad value is one
+    line before any request."""
+    from helpers import last_line, run_lm_eval, samples_of, tiny_chat_model
+
+    model = tiny_chat_model(tmp_path / "model", smollm2_dir)
+    logged = {}
+    for mode in ("off", "on"):
+        out = tmp_path / mode
+        r = run_lm_eval(["--model", "hf", "--model_args", f"pretrained={model}", "--tasks", "drift_french_multiturn",
+                         "--limit", "3", "--gen_kwargs", "max_gen_toks=24", "--batch_size", "3", "--device", "cpu",
+                         "--metadata", f'{{"conversation_cache": "{mode}"}}', "--output_path", str(out),
+                         "--log_samples"])
+        assert r.returncode == 0, r.stderr[-3000:]
+        carried = re.findall(r"conversation cache: (\d+) of (\d+) prompt positions of 3 conversations", r.stderr)
+        if mode == "on":  # most of each later prompt came from the carried states
+            [(got, of)] = carried
+            assert int(got) > int(of) // 3, r.stderr[-2000:]
+        else:
+            assert not carried
+        assert "(its earlier prompt is not a prefix" not in r.stderr and "outgrew" not in r.stderr
+        logged[mode] = samples_of(out, "drift_french_multiturn")  # prompts, answers, hashes, scores
+    assert logged["on"] == logged["off"] and len(logged["on"]) == 3
+    r = run_lm_eval(["--model", "hf", "--model_args", f"pretrained={model}", "--tasks", "drift_french_multiturn",
+                     "--limit", "1", "--metadata", '{"conversation_cache": "sometimes"}', "--device", "cpu"])
+    assert r.returncode != 0 and "Traceback" not in r.stderr  # lm_eval's own exit status for a usage error
+    assert last_line(r.stderr) == "error: unknown conversation_cache 'sometimes': use one of off, on, auto"

@@ -10,8 +10,9 @@ no system role (``drift_eval.plugin.chat``). The system prompt is the compensati
 every turn, so the bias follows it as history grows. The request's spec is
 ``drift_eval.conversation.ConversationSpec``.
 
-On a model that carries conversations between turns (``hf-drift`` with
-``conversation_cache=on|auto``: ``carried_conversations``), each turn's prompts are named
+On a model that carries conversations between turns (``conversation_cache=on|auto`` on
+``hf-drift`` or lm-eval's ``hf``: ``DriftLM.carried_conversations``,
+``drift_eval.plugin.carry``), each turn's prompts are named
 with their conversation, so that a turn prefills only what follows the part of its prompt
 that conversation already computed. An assistant turn whose prompt had to be re-encoded in
 full although its conversation held a cache (the earlier prompt was not a prefix of it)
@@ -19,11 +20,17 @@ says ``"cache_reused": false`` in the logged conversation; nothing is added othe
 """
 from __future__ import annotations
 
+import logging
 from contextlib import nullcontext
 
 from drift_eval.conversation import ConversationSpec, dump_messages
 from drift_eval.errors import DriftUsageError
 from drift_eval.plugin.chat import keep_instruction
+
+#: what a run did, at INFO: through lm-eval's own logger, so that lm-eval's handler and
+#: ``--verbosity`` show it as they show lm-eval's own lines (the plugin's warnings are on
+#: ``lm_eval_drift``, which Python shows at WARNING without any handler)
+info = logging.getLogger("lm_eval").getChild("drift")
 
 
 def run_conversations(drift_lm, requests, progress=None) -> list[list[dict]]:
@@ -31,9 +38,12 @@ def run_conversations(drift_lm, requests, progress=None) -> list[list[dict]]:
     message list (system, user and assistant turns), as the spec wrote it."""
     specs = [ConversationSpec.from_json(r.args[0]) for r in requests]
     gen_kwargs = [r.args[1] for r in requests]
-    carry = getattr(drift_lm.model, "carried_conversations", None)
-    with carry(specs, gen_kwargs) if callable(carry) else nullcontext() as store:
+    carry = drift_lm.carried_conversations()
+    with carry(specs, gen_kwargs) if carry is not None else nullcontext() as store:
         histories, re_encoded = _turns(drift_lm, specs, gen_kwargs, store, progress)
+    if store is not None:
+        info.info(f"conversation cache: {store.carried} of {store.positions} prompt positions of {len(specs)} "
+                 f"conversations came from the carried keys and values")
     for i, at in re_encoded:  # after every turn is rendered: the template never sees the mark
         histories[i][at]["cache_reused"] = False
     return histories

@@ -11,7 +11,7 @@ model_args (besides everything ``hf`` accepts):
 * ``conversation_cache=off|on|auto`` (default ``off``): whether each conversation of a
   ``generate_conversation`` call keeps its keys and values between turns, so that a turn
   prefills only what follows the part of its prompt already computed
-  (``generation.ConversationStore``); ``auto`` re-encodes instead where the model's cache
+  (``drift_eval.plugin.carry``); ``auto`` re-encodes instead where the model's cache
   cannot be carried or the run's conversations would need more than the cap, ``on`` stops
   with one line there. ``conversation_cache_mb=M`` (default 8192) is that cap.
 
@@ -30,8 +30,9 @@ from drift_eval.compensation import bias as comp
 from drift_eval.compensation.spans import system_span_end, token_counts
 from drift_eval.errors import DriftUsageError
 from drift_eval.plugin.answers import Answer
-from drift_eval.plugin.generation import (ConversationStore, Watch, bytes_per_token, cache_kwarg, carried_cache,
-                                         generated_tokens, reserved_cache, seed, show_progress)
+from drift_eval.plugin import carry
+from drift_eval.plugin.generation import (ConversationStore, Watch, cache_kwarg, generated_tokens, reserved_cache,
+                                         show_progress)
 from drift_eval.plugin.local_models import cached_from_gguf
 from drift_eval.plugin.request_types import TYPES
 from drift_eval.settings import CONVERSATION_CACHE_MB, CompensationConfig, conversation_cache_setting
@@ -65,7 +66,7 @@ class HFDriftLM(HFLM):
         self._carry: ConversationStore | None = None  # the conversation caches of the current call
         self.drift_state = comp.install(self.model, self.compensation, base=attention)
         self.set_compensation(self.compensation)
-        if self.conversation_cache == "on" and carried_cache(self.model.config, 1) is None:
+        if self.conversation_cache == "on" and not carry.can_carry(self):
             raise DriftUsageError(f"conversation_cache=on: the key/value cache of {type(self.model).__name__} cannot "
                                   f"be carried between turns (only full-attention and sliding-window layers can): "
                                   f"use conversation_cache=auto or off")
@@ -122,11 +123,6 @@ class HFDriftLM(HFLM):
             self._pending_rows = self._span_rows(strings, mask)
         return ids, mask
 
-    def _eos_ids(self) -> list:
-        ids = getattr(self.model.generation_config, "eos_token_id", None)
-        ids = list(ids) if isinstance(ids, (list, tuple)) else [ids]
-        return [i for i in {*ids, self.tokenizer.eos_token_id} if i is not None]
-
     def _model_generate(self, context, max_length, stop, **generation_kwargs):
         """One batch: EOS held back until ``min_new_tokens`` by ``generation.Watch``, which
         also records where the model wanted to end; keys and values go to a cache reserved
@@ -137,23 +133,17 @@ class HFDriftLM(HFLM):
         rows, self._pending_rows = self._pending_rows, None
         width = context.shape[1]
         min_new = int(generation_kwargs.pop("min_new_tokens", 0) or 0)
-        ends = generation_kwargs.get("eos_token_id")  # the chat template's end-of-turn tokens too, when forced
-        eos = sorted({*self._eos_ids(), *(ends if isinstance(ends, (list, tuple)) else [] if ends is None else [ends])})
+        eos = carry.end_ids(self, generation_kwargs)  # the chat template's end-of-turn tokens too, when forced
         watch = Watch(width, eos, min_new, max_length - width, progress=self._token_progress,
                       desc=f"generating {context.shape[0]} x {max_length - width} tokens")
-        store, mask, carried = self._carry, generation_kwargs.get("attention_mask"), None
-        if not {"cache", "past_key_values"} & set(generation_kwargs) and not generation_kwargs.get("cache_implementation"):
-            if store is not None and mask is not None:
-                carried = carried_cache(self.model.config, max_length)
-            cache = carried if carried is not None else reserved_cache(self.model.config, max_length)
+        span_ends = list(rows[0]) if rows is not None else [0] * context.shape[0]
+        # a conversation turn starts from what each row's conversation holds (drift_eval.plugin.carry)
+        turn = carry.begin(self._carry, self, self._batch_contexts, context, max_length, generation_kwargs, span_ends)
+        if turn is None and not {"cache", "past_key_values"} & set(generation_kwargs) \
+                and not generation_kwargs.get("cache_implementation"):
+            cache = reserved_cache(self.model.config, max_length)
             if cache is not None:
                 generation_kwargs[cache_kwarg(self.model)] = cache
-        if carried is not None:  # a conversation turn: start from what each row's conversation holds
-            keys = store.keys_for(self._batch_contexts)
-            span_ends = list(rows[0]) if rows is not None else [0] * context.shape[0]
-            held, states = store.prefix(keys, context, mask, span_ends)
-            if held:
-                seed(carried, states)
         processors = LogitsProcessorList(generation_kwargs.pop("logits_processor", None) or [])
         processors.append(watch)
         if rows is not None:
@@ -165,8 +155,8 @@ class HFDriftLM(HFLM):
             self.drift_state.clear_rows()
             watch.close()
         tokens = generated_tokens(out, width, eos, self.tokenizer.pad_token_id)
-        if carried is not None:
-            store.keep(keys, out, carried, width, mask, tokens, span_ends)
+        if turn is not None:
+            carry.end(self._carry, turn, out, width, tokens)
         ends = watch.natural_end or [None] * len(tokens)
         for row, (ctx, n, end) in enumerate(zip(self._batch_contexts, tokens, ends)):
             meta = {"tokens": n}
@@ -199,38 +189,18 @@ class HFDriftLM(HFLM):
         conversations ``specs``, each turn with its ``gen_kwargs``), every conversation keeps
         its keys and values between turns (``conversation_cache``): yields the
         ``generation.ConversationStore``, or None where each turn is re-encoded."""
-        store = None
-        if self.conversation_cache != "off" and carried_cache(self.model.config, 1) is not None:
-            need, cap = self.conversation_bytes(specs, gen_kwargs), self.conversation_cache_mb * 2**20
-            if need <= cap:
-                store = ConversationStore(self.compensation.mode if self.compensation.active else "none", cap,
-                                          log.warning)
-            elif self.conversation_cache == "on":
-                raise DriftUsageError(f"conversation_cache=on: {len(specs)} conversations would keep about "
-                                      f"{need / 2**20:.0f} MiB of keys and values, over conversation_cache_mb="
-                                      f"{self.conversation_cache_mb}: raise it, or use conversation_cache=auto or off")
-            else:
-                log.warning(f"conversation_cache=auto: {len(specs)} conversations would keep about {need / 2**20:.0f} "
-                            f"MiB of keys and values, over conversation_cache_mb={self.conversation_cache_mb}, so "
-                            f"each turn is re-encoded")
-        self._carry = store
-        try:
-            yield store
-        finally:
-            self._carry = None
+        mode = self.compensation.mode if self.compensation.active else "none"
+        with carry.carrying(self, self.conversation_cache, self.conversation_cache_mb, mode, specs,
+                            gen_kwargs) as store:
+            self._carry = store
+            try:
+                yield store
+            finally:
+                self._carry = None
 
     def conversation_bytes(self, specs, gen_kwargs) -> int:
-        """About how many bytes the conversations ``specs`` keep by their last turn: their
-        system prompt, user messages and scripted replies, 8 tokens of markup per message,
-        and ``max_gen_toks`` per generated turn, times ``generation.bytes_per_token``."""
-        tokens = 0
-        for spec, gen in zip(specs, gen_kwargs):
-            turns = range(1, len(spec.user_turns) + 1)
-            text = "\n".join([spec.system_prompt, *(spec.user_message(t) for t in turns), *spec.scripted_replies])
-            limit = int((gen or {}).get("max_gen_toks", self.max_gen_toks) or self.max_gen_toks)
-            tokens += len(self.tokenizer.encode(text, add_special_tokens=False)) + 8 * (1 + 2 * len(turns))
-            tokens += limit * sum(1 for t in turns if spec.generated(t))
-        return tokens * bytes_per_token(self.model.config, self.model.dtype)
+        """``carry.conversation_bytes`` of this model."""
+        return carry.conversation_bytes(self, specs, gen_kwargs)
 
     @contextmanager
     def turn_progress(self, on: bool):

@@ -14,6 +14,9 @@ user's model, in the manner of lm-eval's ``CachingLM``. The wrapper
 * serves the drift request types (``drift_eval.plugin.request_types``): a model that has
   the method (``hf-drift``) serves it; conversations run on any chat model
   (``drift_eval.plugin.conversations``); any other pair was refused before the run;
+* carries each conversation's keys and values between turns on lm-eval's own ``hf``
+  model when the run's ``--metadata`` asks for it (``conversation_cache``:
+  ``drift_eval.plugin.carry.StockCarry``; ``hf-drift`` carries them itself);
 * fills a data-parallel rank's missing metric keys of the drift tasks (``gather_object``);
 * before the first document of a run whose drift tasks force their answers' length, checks
   that the backend really forces one (``check_forcing``: one short forced request), and
@@ -36,6 +39,7 @@ from drift_eval.errors import DriftUsageError
 from drift_eval.plugin import backends, chat, servers
 from drift_eval.plugin.chat import InstructionKeeping, probe
 from drift_eval.plugin.request_types import CONVERSATION, TYPES
+from drift_eval.settings import CONVERSATION_CACHE_MB, conversation_cache_setting
 
 #: the forced-length check before a run: a request whose natural answer is one word
 FORCING_SYSTEM = "Answer in as few words as you can."
@@ -67,7 +71,7 @@ class DriftLM:
     """``lm`` for a run whose drift tasks are ``drift_tasks``; ``chat``: the run applies the
     chat template (``--apply_chat_template``)."""
 
-    def __init__(self, lm, drift_tasks, chat: bool = True):
+    def __init__(self, lm, drift_tasks, chat: bool = True, conversation_cache=("off", CONVERSATION_CACHE_MB)):
         self.lm = lm
         self.model = innermost(lm)
         self.drift_tasks = frozenset(drift_tasks)
@@ -75,9 +79,11 @@ class DriftLM:
         self.backend = backends.backend_of(self.model)
         self.render = InstructionKeeping(self.model.apply_chat_template, self.backend.model) \
             if hasattr(self.model, "apply_chat_template") else None
+        self.conversation_cache = conversation_cache
 
     def __getattr__(self, name):
-        if name.startswith("__") or name in ("lm", "model", "drift_tasks", "chat", "backend", "render"):
+        if name.startswith("__") or name in ("lm", "model", "drift_tasks", "chat", "backend", "render",
+                                             "conversation_cache"):
             raise AttributeError(name)  # not set yet (copying, unpickling): never the wrapped model's
         rt = TYPES.get(name)
         if rt is None or hasattr(self.lm, name):  # lm-eval's own, or a model that serves it (hf-drift)
@@ -91,6 +97,22 @@ class DriftLM:
                                                  rt.needs))
 
         return refuse
+
+    def carried_conversations(self):
+        """What carries the conversations of a ``generate_conversation`` call between
+        turns (a context manager of the call's specs and generation kwargs, yielding its
+        ``ConversationStore`` or None), or None where every turn is re-encoded: the model's
+        own (``hf-drift``), or, on lm-eval's ``hf`` with ``conversation_cache`` on or auto in
+        the run's metadata, ``carry.StockCarry``."""
+        own = getattr(self.model, "carried_conversations", None)
+        if callable(own):
+            return own
+        setting, cap_mb = self.conversation_cache
+        if setting == "off" or backends.backend_of(self.model).model != "hf":
+            return None
+        from drift_eval.plugin import carry
+
+        return carry.StockCarry(self.model, setting, cap_mb) if carry.stock_hf(self.model) else None
 
     def _is_drift(self, request) -> bool:
         return getattr(request, "task_name", None) in self.drift_tasks
@@ -301,7 +323,22 @@ def needs_hf_drift(tasks, what: str) -> str:
             f"run it with --model hf-drift")
 
 
-def run_problems(lm, tasks: dict, chat: bool) -> list[str]:
+def conversation_cache_of(tasks: dict) -> tuple[str, int]:
+    """The ``conversation_cache`` and ``conversation_cache_mb`` of the run's ``--metadata``
+    (lm-eval hands it to every task's config), checked: one line for a bad value, or for
+    tasks that were given different ones."""
+    seen = set()
+    for task in tasks.values():
+        meta = getattr(getattr(task, "config", None), "metadata", None) or {}
+        seen.add(conversation_cache_setting(meta.get("conversation_cache", "off"),
+                                            meta.get("conversation_cache_mb", CONVERSATION_CACHE_MB)))
+    if len(seen) > 1:
+        raise DriftUsageError(f"the drift tasks were given different conversation_cache settings "
+                              f"({', '.join(f'{m}/{mb} MiB' for m, mb in sorted(seen))}): give one in --metadata")
+    return seen.pop() if seen else ("off", CONVERSATION_CACHE_MB)
+
+
+def run_problems(lm, tasks: dict, chat: bool, conversation_cache: str = "off") -> list[str]:
     """Everything that would stop the drift ``tasks`` on ``lm`` part-way, one phrase each."""
     model = innermost(lm)
     backend = backends.backend_of(model)
@@ -324,6 +361,17 @@ def run_problems(lm, tasks: dict, chat: bool) -> list[str]:
             need = (f"{CONVERSATION.needs}, which needs a chat template" if conversations
                     else "--apply_chat_template needs a chat template")
             problems.append(f"{', '.join(sorted(who))} {need}: {why}")
+    if conversations and conversation_cache == "on" and not callable(getattr(model, "carried_conversations", None)):
+        from drift_eval.plugin import carry
+
+        if backend.model != "hf" or not carry.stock_hf(model):
+            problems.append(f"conversation_cache=on carries conversations on hf and hf-drift only, not on "
+                            f"{backend.model} (servers reuse a shared prefix themselves: docs/backends.md); "
+                            f"use conversation_cache=auto or off")
+        elif not carry.can_carry(model):
+            problems.append(f"conversation_cache=on: the key/value cache of {type(model.model).__name__} cannot be "
+                            f"carried between turns (only full-attention and sliding-window layers can): use "
+                            f"conversation_cache=auto or off")
     return problems
 
 
@@ -345,10 +393,11 @@ def for_run(lm, tasks: dict, chat) -> DriftLM | None:
     ours = drift_tasks(tasks)
     if not ours:
         return None
-    problems = run_problems(lm, ours, bool(chat))
+    cache = conversation_cache_of(ours)
+    problems = run_problems(lm, ours, bool(chat), cache[0])
     if problems:
         raise DriftUsageError("; ".join(problems))
-    wrapped = DriftLM(lm, ours, bool(chat))
+    wrapped = DriftLM(lm, ours, bool(chat), cache)
     forced = [name for name, task in ours.items() if forced_length(task, name)]
     if forced:
         wrapped.check_forcing(forced)
