@@ -10,6 +10,11 @@ conversations those of ``drift_french_multiturn``, all in one batch. Times are w
 and process CPU time, one torch thread.
 
     python benchmarks/conversation_cache.py [--conversations 8] [--turns 8] [--tokens 512] [--rounds 2]
+        [--out FILE] [--work DIR]
+
+Each finished run is kept in ``--work`` (default: the output's name with ``.runs``), so a
+run that was stopped resumes where it stopped; the settings are kept with the runs and a
+folder made under other settings is refused.
 """
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ import subprocess
 import sys
 import time
 
-from drift_eval.files import write_json_atomic
+from drift_eval.files import read_json, write_json_atomic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODES = ("off", "on")
@@ -73,19 +78,36 @@ def main():
     ap.add_argument("--strength", type=float, default=1.0)
     ap.add_argument("--one", choices=MODES, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "conversation_cache.json"))
+    ap.add_argument("--work", help="folder of finished runs (default: OUT with .runs)")
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(args.one, args)))
         return
-    passed = [f"--{k}={getattr(args, k)}" for k in ("conversations", "turns", "tokens", "compensation", "strength")]
+    keys = ("conversations", "turns", "tokens", "compensation", "strength")
+    settings = {k: getattr(args, k) for k in keys}
+    work = args.work or os.path.splitext(args.out)[0] + ".runs"
+    if os.path.exists(work) and not os.path.isdir(work):
+        sys.exit(f"--work {work} is not a folder")
+    os.makedirs(work, exist_ok=True)
+    kept = os.path.join(work, "settings.json")
+    if os.path.exists(kept) and read_json(kept, "settings file", expect=dict) != settings:
+        sys.exit(f"{work} holds runs made with other settings ({kept}); give another --work")
+    write_json_atomic(kept, settings)
+    passed = [f"--{k}={getattr(args, k)}" for k in keys]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     runs = {m: [] for m in MODES}
     for r in range(args.rounds):
         for mode in (MODES if r % 2 == 0 else MODES[::-1]):
-            done = subprocess.run([sys.executable, __file__, "--one", mode, *passed], env=env, check=True,
-                                  capture_output=True, text=True)
-            runs[mode].append(json.loads(done.stdout.strip().splitlines()[-1]))
-            print(f"round {r + 1} {mode}: {runs[mode][-1]['whole']}", file=sys.stderr)
+            path = os.path.join(work, f"round{r + 1}_{mode}.json")
+            if os.path.exists(path):
+                run = read_json(path, "finished run", expect=dict)
+            else:
+                done = subprocess.run([sys.executable, __file__, "--one", mode, *passed], env=env, check=True,
+                                      capture_output=True, text=True)
+                run = json.loads(done.stdout.strip().splitlines()[-1])
+                write_json_atomic(path, run)
+            runs[mode].append(run)
+            print(f"round {r + 1} {mode}: {run['whole']}", file=sys.stderr)
     median = {m: {k: statistics.median(run["whole"][k] for run in runs[m]) for k in ("wall_s", "cpu_s")} for m in MODES}
     per_turn = {clock: {m: [round(statistics.median(run["turns"][t][clock] for run in runs[m]), 3)
                             for t in range(len(runs[m][0]["turns"]))] for m in MODES} for clock in ("wall_s", "cpu_s")}
