@@ -1,6 +1,7 @@
 """drift-eval compare reads its rows as one family: raw and Benjamini–Hochberg adjusted p,
 significant only what survives the adjustment over the comparisons shown."""
 import json
+import re
 
 import pytest
 from scipy.stats import false_discovery_control
@@ -67,3 +68,19 @@ def test_adjusted_comparisons_say_so_in_their_line(tmp_path):
     assert "p 0.03125 (exact McNemar, n=36), Benjamini–Hochberg-adjusted p 0.0625 over 2, not significant" in line
     assert adjusted["none"].mde == plain["none"].mde and adjusted["none"].difference.lower == \
         plain["none"].difference.lower
+
+
+def test_a_sample_too_small_to_detect_any_difference_says_none(tmp_path, capsys):
+    """Three paired 0/1 documents: even a difference of 1 (all three flip) has exact
+    McNemar p = 0.25, so no difference is detectable at 80% power: the table says 'none'
+    and the JSON gives null."""
+    root = tmp_path / "board"
+    write_task_run(root, "shipped", [1] * 3)
+    write_task_run(root, "new", [0] * 3)
+    rc, out, _ = _cli(capsys, "compare", "new", "shipped", "--in", root, "--format", "json")
+    [row] = json.loads(out)
+    assert rc == 0 and row["mde"] is None and row["n"] == 3
+    rc, text, _ = _cli(capsys, "compare", "new", "shipped", "--in", root)
+    assert "'none' where no difference is detectable at this n" in text
+    line = next(ln for ln in text.splitlines() if ln.startswith("none "))
+    assert re.search(r" 3 +none  not significant \(exact McNemar\)$", line), line  # n, then the MDE column

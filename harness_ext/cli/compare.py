@@ -54,14 +54,15 @@ def run(args) -> int:
                           for c in rows], indent=2))
         return 0
     print(f"candidate {cand_model} against baseline {base_model} (difference = candidate − baseline; "
-          f"MDE: the smallest difference detectable at 80% power; p adj: {ADJUSTMENT} over the {len(rows)} "
+          f"MDE: the smallest difference detectable at 80% power, 'none' where no difference is detectable "
+          f"at this n; p adj: {ADJUSTMENT} over the {len(rows)} "
           f"comparisons shown, significant when below 0.05)")
     print(f"{'setting':<12} {'task/metric':<42} {'cand':>7} {'base':>7} {'diff':>8} {'95% CI':>19} {'p':>8} "
           f"{'p adj':>8} {'n':>4} {'MDE':>6}  reading")
     for c in rows:
         d = c.difference
         ci = "—" if d.lower != d.lower else f"[{d.lower:+.3f}, {d.upper:+.3f}]"
-        mde = "∞" if c.mde == float("inf") else f"{c.mde:.3f}"
+        mde = "none" if c.mde == float("inf") else f"{c.mde:.3f}"
         print(f"{c.setting:<12} {c.task + '/' + c.metric:<42} {c.candidate_value:7.3f} {c.baseline_value:7.3f} "
               f"{d.difference:+8.3f} {ci:>19} {d.p_value:8.4f} {d.p_adjusted:8.4f} {d.n:4d} {mde:>6}  "
               f"{d.verdict} ({d.test})" + (f"; conditional, on every document: {c.conditional_on}"
