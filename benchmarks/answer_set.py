@@ -2,6 +2,8 @@
 
     python benchmarks/answer_set.py draw     # writes tests/data/langid_answers.jsonl, unlabelled
     python benchmarks/answer_set.py score [--json benchmarks/results/langid_answers.json]
+    python benchmarks/answer_set.py draw-languages   # tests/data/langid_answers_languages.jsonl
+    python benchmarks/answer_set.py score-languages [--json benchmarks/results/langid_answers_languages.json]
 
 ``draw`` is seeded and made before anything labels the answers: each stratum is shuffled
 with its own seed and answers are taken in that order, skipping exact duplicate texts and
@@ -18,6 +20,24 @@ counts (1 = the first segment).
 ``score`` gives each answer the verdict of the full rule and of every ablation of it (one
 step left out) and of plain fastText, and prints per-answer accuracy and the confusion
 table against the hand labels (docs/metrics.md, "Validation on whole answers").
+
+``draw-languages`` draws whole answers of every target language from the committed
+``drift_languages`` runs (docs/results/languages: both models' 256-token single-turn answers
+and the eight-turn replies), scored as those tasks score them (``langid.label_answer``, the
+answer's code and quotations in view), in two strata, seeded, before any label is written:
+
+* ``random``: ``RANDOM_PER_LANGUAGE`` answers of each language, from a shuffle of all of
+  them: the per-answer accuracy of the rule;
+* ``contested``: among the rest, every answer on which leaving one step of the rule out
+  changes the verdict (at most ``CONTESTED_MAX``, shuffled): the only answers that can say
+  whether a step helps, so the ablations are judged on them. They are chosen by the rules'
+  verdicts, never by their labels, and the file holds no verdict.
+
+An answer that holds a tuning segment (``tests/data/langid/<L>.jsonl``, split ``tune``, or
+the French set) or that the French answer set holds is skipped. Each answer is labelled by
+reading, segment by segment (``segment_labels``: the target, another language's code, or
+``none`` where nothing in the segment has a language), and its label follows from those
+(``verdict``).
 """
 from __future__ import annotations
 
@@ -40,6 +60,13 @@ STRATA = [("checkpoints/smollm2_single_whole", "cache", 30), ("languages/smollm2
 CUT = re.compile(r"\[\.\.\. \d+ more characters\]$")
 SEED = 29
 LABELS = ("stays", "leaves", "never", "undetermined")
+OUT_LANGUAGES = os.path.join(ROOT, "tests", "data", "langid_answers_languages.jsonl")
+#: the committed drift_languages runs: (folder under docs/results, kind)
+LANGUAGE_RUNS = [("languages/smollm2_single", "single"), ("languages/qwen_single", "single"),
+                 ("languages/smollm2_multiturn", "turn"), ("languages/qwen_multiturn", "turn")]
+RANDOM_PER_LANGUAGE = 8
+CONTESTED_MAX = 130
+STEPS = ("cleaning", "target_grammar", "margin_step", "english_grammar", "loop_step")
 
 
 def _answers(folder: str, kind: str):
@@ -90,17 +117,17 @@ def draw() -> list[dict]:
     return out
 
 
-def verdict(labels: list) -> tuple[str, int | None]:
-    """An answer's verdict from its segments' languages (French target): ``stays`` (every
-    known segment French), ``leaves`` (starts French, a later known segment is not; with
-    the 1-based segment), ``never`` (its first known segment is not French), or
-    ``undetermined`` (no known segment)."""
-    known = [(i, x) for i, x in enumerate(labels, 1) if x != "unknown"]
+def verdict(labels: list, target: str = "fr") -> tuple[str, int | None]:
+    """An answer's verdict from its segments' languages: ``stays`` (every known segment in
+    ``target``), ``leaves`` (starts in it, a later known segment is not; with the 1-based
+    segment), ``never`` (its first known segment is not in it), or ``undetermined`` (no
+    known segment). ``unknown`` (the rule) and ``none`` (a hand label) are not known."""
+    known = [(i, x) for i, x in enumerate(labels, 1) if x not in ("unknown", "none")]
     if not known:
         return "undetermined", None
-    if known[0][1] != "fr":
+    if known[0][1] != target:
         return "never", None
-    left = next((i for i, x in known if x != "fr"), None)
+    left = next((i for i, x in known if x != target), None)
     return ("stays", None) if left is None else ("leaves", left)
 
 
@@ -119,6 +146,112 @@ def deciders() -> dict:
            for name, rule in rules.items()}
     out["plain fastText"] = lambda segs: [p.lang for p in langid.identify_many(segs)]
     return out
+
+
+def _tuning_texts() -> list[str]:
+    texts = []
+    for path in [os.path.join(ROOT, "tests", "data", "langid_segments.jsonl"),
+                 *sorted(glob.glob(os.path.join(ROOT, "tests", "data", "langid", "*.jsonl")))]:
+        with open(path, encoding="utf-8") as fh:
+            rows = [json.loads(line) for line in fh if line.strip()]
+        texts += [r["text"].strip() for r in rows if r.get("split", "tune") == "tune"]
+    return [t for t in texts if t]
+
+
+def language_rules() -> dict:
+    """{name: (text, target) -> segment languages}: the full rule and each ablation, as the
+    drift_languages tasks score an answer (``langid.label_answer``), and plain fastText on
+    each raw segment."""
+    import dataclasses
+
+    from drift_eval.metrics import langid
+
+    full = langid.SegmentRule()
+    rules = {"rule": full, **{f"without {step}": dataclasses.replace(full, **{step: False}) for step in STEPS}}
+    out = {name: (lambda rule: lambda text, target: [x.lang for x in langid.label_answer(text, target, rule)])(rule)
+           for name, rule in rules.items()}
+    out["plain fastText"] = lambda text, target: [p.lang for p in langid.identify_many(langid.segments(text, 128))]
+    return out
+
+
+def draw_languages() -> list[dict]:
+    from drift_eval.metrics.langid import segments
+
+    tuning = _tuning_texts()
+    with open(OUT, encoding="utf-8") as fh:
+        taken_fr = {json.loads(line)["text"].strip() for line in fh if line.strip()}
+    seen, pool = set(taken_fr), []
+    for folder, kind in LANGUAGE_RUNS:
+        for target in sorted(os.listdir(os.path.join(RESULTS, folder))):
+            if not os.path.isdir(os.path.join(RESULTS, folder, target)):
+                continue
+            for a in _answers(f"{folder}/{target}", kind):
+                key = a["text"].strip()
+                if not key or key in seen or any(t in a["text"] for t in tuning):
+                    continue
+                seen.add(key)
+                pool.append({**a, "target": target})
+    rng = random.Random(SEED)
+    rng.shuffle(pool)
+    picked, per, chosen = [], {}, set()
+    for i, a in enumerate(pool):
+        if per.get(a["target"], 0) < RANDOM_PER_LANGUAGE:
+            per[a["target"]] = per.get(a["target"], 0) + 1
+            picked.append({**a, "stratum": "random"})
+            chosen.add(i)
+    rules = language_rules()
+    full = rules.pop("rule")
+    rules.pop("plain fastText")
+    contested = []
+    for i, a in enumerate(pool):
+        if i in chosen or len(contested) == CONTESTED_MAX:
+            continue
+        v = verdict(full(a["text"], a["target"]), a["target"])
+        if any(verdict(r(a["text"], a["target"]), a["target"]) != v for r in rules.values()):
+            contested.append({**a, "stratum": "contested"})
+    out = []
+    for a in sorted(picked, key=lambda a: a["target"]) + sorted(contested, key=lambda a: a["target"]):
+        out.append({"id": f"m{len(out) + 1:03d}", "stratum": a["stratum"], "target": a["target"],
+                    "source": a["source"], "doc_id": a["doc_id"], "turn": a["turn"], "text": a["text"],
+                    "segments": segments(a["text"], 128), "segment_labels": None, "label": None,
+                    "leaves_at": None, "note": ""})
+    return out
+
+
+def score_languages(rows: list) -> dict:
+    """Per stratum (and both together): accuracy of the full rule, each ablation and plain
+    fastText against the hand labels, by language too; the confusion of the rule; and, per
+    step, the answers it gets right that its ablation gets wrong (wins) and the reverse."""
+    labelled = [r for r in rows if r.get("label") in LABELS]
+    rules = language_rules()
+    got = {name: {r["id"]: verdict(decide(r["text"], r["target"]), r["target"]) for r in labelled}
+           for name, decide in rules.items()}
+
+    def right(name, r):
+        v, at = got[name][r["id"]]
+        return v == r["label"] and (v != "leaves" or at == r["leaves_at"])
+
+    res = {}
+    for stratum in ("random", "contested", "all"):
+        part = [r for r in labelled if stratum == "all" or r["stratum"] == stratum]
+        block = {"n": len(part), "accuracy": {}, "by_language": {}, "confusion": {}}
+        for name in rules:
+            block["accuracy"][name] = sum(right(name, r) for r in part) / len(part) if part else None
+        for target in sorted({r["target"] for r in part}):
+            mine = [r for r in part if r["target"] == target]
+            block["by_language"][target] = {"n": len(mine), "rule": sum(right("rule", r) for r in mine),
+                                            "plain fastText": sum(right("plain fastText", r) for r in mine)}
+        confusion = {a: dict.fromkeys(LABELS, 0) for a in LABELS}
+        for r in part:
+            confusion[r["label"]][got["rule"][r["id"]][0]] += 1
+        block["confusion"] = confusion
+        block["wrong"] = [r["id"] for r in part if not right("rule", r)]
+        res[stratum] = block
+    res["steps"] = {step: {"wins": [r["id"] for r in labelled if right("rule", r) and not right(f"without {step}", r)],
+                           "losses": [r["id"] for r in labelled
+                                      if right(f"without {step}", r) and not right("rule", r)]}
+                    for step in STEPS}
+    return res
 
 
 def score(rows: list) -> dict:
@@ -149,6 +282,27 @@ def main(argv: list[str]) -> int:
                 fh.write(json.dumps(r, ensure_ascii=False) + "\n")
         os.replace(tmp, OUT)
         print(f"{len(rows)} answers -> {os.path.relpath(OUT, ROOT)}")
+        return 0
+    if argv[:1] == ["draw-languages"]:
+        from drift_eval.files import write_text_atomic
+
+        rows = draw_languages()
+        write_text_atomic(OUT_LANGUAGES, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        print(f"{len(rows)} answers ({sum(r['stratum'] == 'random' for r in rows)} random) -> "
+              f"{os.path.relpath(OUT_LANGUAGES, ROOT)}")
+        return 0
+    if argv[:1] == ["score-languages"]:
+        from drift_eval.files import read_jsonl, write_json_atomic
+
+        res = score_languages(read_jsonl(OUT_LANGUAGES, "answer set", required=("id", "target", "text", "label")))
+        for stratum in ("random", "contested", "all"):
+            b = res[stratum]
+            print(f"{stratum} ({b['n']} answers): " + ", ".join(f"{k} {v:.3f}" for k, v in b["accuracy"].items()))
+        for step, wl in res["steps"].items():
+            print(f"{step}: right where its ablation is wrong on {len(wl['wins'])} ({', '.join(wl['wins']) or '-'}), "
+                  f"wrong where it is right on {len(wl['losses'])} ({', '.join(wl['losses']) or '-'})")
+        if "--json" in argv:
+            write_json_atomic(argv[argv.index("--json") + 1], res)
         return 0
     if argv[:1] == ["score"]:
         from drift_eval.files import read_jsonl, write_json_atomic
