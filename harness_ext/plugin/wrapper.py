@@ -366,8 +366,8 @@ def run_problems(lm, tasks: dict, chat: bool, conversation_cache: str = "off") -
 
         if backend.model != "hf" or not carry.stock_hf(model):
             problems.append(f"conversation_cache=on carries conversations on hf and hf-drift only, not on "
-                            f"{backend.model} (servers reuse a shared prefix themselves: docs/backends.md); "
-                            f"use conversation_cache=auto or off")
+                            f"{backend.model} ({type(model).__name__}; servers reuse a shared prefix themselves: "
+                            f"docs/backends.md); use conversation_cache=auto or off")
         elif not carry.can_carry(model):
             problems.append(f"conversation_cache=on: the key/value cache of {type(model.model).__name__} cannot be "
                             f"carried between turns (only full-attention and sliding-window layers can): use "
