@@ -91,6 +91,11 @@ class Turn:
     span_ends: list
 
 
+def brings_cache(generation_kwargs: dict) -> bool:
+    """Whether a ``generate`` call's kwargs bring a cache of their own (which is then left be)."""
+    return bool({"cache", "past_key_values"} & set(generation_kwargs) or generation_kwargs.get("cache_implementation"))
+
+
 def begin(store, lm, contexts, context, max_length: int, generation_kwargs: dict, span_ends) -> Turn | None:
     """Before one batch's ``generate`` (``context``: its left-padded prompt ids, from the
     strings ``contexts``): a carried cache under the model's cache kwarg in
@@ -98,8 +103,7 @@ def begin(store, lm, contexts, context, max_length: int, generation_kwargs: dict
     None (nothing changed) outside a carried conversation, or where the call brings its own
     cache."""
     mask = generation_kwargs.get("attention_mask")
-    if store is None or mask is None or {"cache", "past_key_values"} & set(generation_kwargs) \
-            or generation_kwargs.get("cache_implementation"):
+    if store is None or mask is None or brings_cache(generation_kwargs):
         return None
     cache = carried_cache(lm.model.config, max_length)
     if cache is None:

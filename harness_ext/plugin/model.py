@@ -139,8 +139,7 @@ class HFDriftLM(HFLM):
         span_ends = list(rows[0]) if rows is not None else [0] * context.shape[0]
         # a conversation turn starts from what each row's conversation holds (drift_eval.plugin.carry)
         turn = carry.begin(self._carry, self, self._batch_contexts, context, max_length, generation_kwargs, span_ends)
-        if turn is None and not {"cache", "past_key_values"} & set(generation_kwargs) \
-                and not generation_kwargs.get("cache_implementation"):
+        if turn is None and not carry.brings_cache(generation_kwargs):
             cache = reserved_cache(self.model.config, max_length)
             if cache is not None:
                 generation_kwargs[cache_kwarg(self.model)] = cache
