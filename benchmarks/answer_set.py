@@ -23,7 +23,7 @@ table against the hand labels (docs/metrics.md, "Validation on whole answers").
 
 ``draw-languages`` draws whole answers of every target language from the committed
 ``drift_languages`` runs (docs/results/languages: both models' 256-token single-turn answers
-and the eight-turn replies), scored as those tasks score them (``langid.label_answer``, the
+and the eight-turn replies of the runs published by then, ``LANGUAGE_RUNS``), scored as those tasks score them (``langid.label_answer``, the
 answer's code and quotations in view), in two strata, seeded, before any label is written:
 
 * ``random``: ``RANDOM_PER_LANGUAGE`` answers of each language, from a shuffle of all of
@@ -61,9 +61,11 @@ CUT = re.compile(r"\[\.\.\. \d+ more characters\]$")
 SEED = 29
 LABELS = ("stays", "leaves", "never", "undetermined")
 OUT_LANGUAGES = os.path.join(ROOT, "tests", "data", "langid_answers_languages.jsonl")
-#: the committed drift_languages runs: (folder under docs/results, kind)
-LANGUAGE_RUNS = [("languages/smollm2_single", "single"), ("languages/qwen_single", "single"),
-                 ("languages/smollm2_multiturn", "turn"), ("languages/qwen_multiturn", "turn")]
+#: the committed drift_languages runs the set was drawn from: (folder under docs/results, kind,
+#: targets); eight-turn runs published after the draw are not in it, so it draws the same again
+LANGUAGE_RUNS = [("languages/smollm2_single", "single", None), ("languages/qwen_single", "single", None),
+                 ("languages/smollm2_multiturn", "turn", ("ar", "fr", "hi", "ja", "ru", "zh")),
+                 ("languages/qwen_multiturn", "turn", ("ar", "hi", "ja", "ru", "zh"))]
 RANDOM_PER_LANGUAGE = 8
 CONTESTED_MAX = 130
 STEPS = ("cleaning", "target_grammar", "margin_step", "english_grammar", "loop_step")
@@ -131,59 +133,60 @@ def verdict(labels: list, target: str = "fr") -> tuple[str, int | None]:
     return ("stays", None) if left is None else ("leaves", left)
 
 
-def deciders() -> dict:
-    """{name: segments -> languages}: the full rule, each ablation (one step of
-    ``langid.SegmentRule`` switched off), and plain fastText on the raw segment."""
+def rules() -> dict:
+    """{name: SegmentRule}: the full rule and each ablation of it (one step of
+    ``langid.SegmentRule``, ``STEPS``, switched off)."""
     import dataclasses
 
     from drift_eval.metrics import langid
 
     full = langid.SegmentRule()
-    rules = {"rule": full}
-    for step in ("cleaning", "target_grammar", "margin_step", "english_grammar", "loop_step"):
-        rules[f"without {step}"] = dataclasses.replace(full, **{step: False})
+    return {"rule": full, **{f"without {step}": dataclasses.replace(full, **{step: False}) for step in STEPS}}
+
+
+def deciders() -> dict:
+    """{name: segments -> languages}: each of ``rules`` as drift_french scores a segment
+    (alone), and plain fastText on the raw segment."""
+    from drift_eval.metrics import langid
+
     out = {name: (lambda rule: lambda segs: [x.lang for x in langid.label_segments(segs, "fr", rule)])(rule)
-           for name, rule in rules.items()}
+           for name, rule in rules().items()}
     out["plain fastText"] = lambda segs: [p.lang for p in langid.identify_many(segs)]
     return out
 
 
 def _tuning_texts() -> list[str]:
+    from drift_eval.files import read_jsonl
+
     texts = []
     for path in [os.path.join(ROOT, "tests", "data", "langid_segments.jsonl"),
                  *sorted(glob.glob(os.path.join(ROOT, "tests", "data", "langid", "*.jsonl")))]:
-        with open(path, encoding="utf-8") as fh:
-            rows = [json.loads(line) for line in fh if line.strip()]
+        rows = read_jsonl(path, "segment file", required=("text",))
         texts += [r["text"].strip() for r in rows if r.get("split", "tune") == "tune"]
     return [t for t in texts if t]
 
 
 def language_rules() -> dict:
-    """{name: (text, target) -> segment languages}: the full rule and each ablation, as the
-    drift_languages tasks score an answer (``langid.label_answer``), and plain fastText on
-    each raw segment."""
-    import dataclasses
-
+    """{name: (text, target) -> segment languages}: each of ``rules`` as the drift_languages
+    tasks score an answer (``langid.label_answer``), and plain fastText on each raw segment."""
     from drift_eval.metrics import langid
 
-    full = langid.SegmentRule()
-    rules = {"rule": full, **{f"without {step}": dataclasses.replace(full, **{step: False}) for step in STEPS}}
     out = {name: (lambda rule: lambda text, target: [x.lang for x in langid.label_answer(text, target, rule)])(rule)
-           for name, rule in rules.items()}
+           for name, rule in rules().items()}
     out["plain fastText"] = lambda text, target: [p.lang for p in langid.identify_many(langid.segments(text, 128))]
     return out
 
 
 def draw_languages() -> list[dict]:
+    from drift_eval.files import read_jsonl
     from drift_eval.metrics.langid import segments
 
     tuning = _tuning_texts()
-    with open(OUT, encoding="utf-8") as fh:
-        taken_fr = {json.loads(line)["text"].strip() for line in fh if line.strip()}
+    taken_fr = {r["text"].strip() for r in read_jsonl(OUT, "answer set", required=("text",))}
     seen, pool = set(taken_fr), []
-    for folder, kind in LANGUAGE_RUNS:
+    for folder, kind, targets in LANGUAGE_RUNS:
         for target in sorted(os.listdir(os.path.join(RESULTS, folder))):
-            if not os.path.isdir(os.path.join(RESULTS, folder, target)):
+            if not os.path.isdir(os.path.join(RESULTS, folder, target)) or (targets and target not in targets):
                 continue
             for a in _answers(f"{folder}/{target}", kind):
                 key = a["text"].strip()
@@ -199,15 +202,15 @@ def draw_languages() -> list[dict]:
             per[a["target"]] = per.get(a["target"], 0) + 1
             picked.append({**a, "stratum": "random"})
             chosen.add(i)
-    rules = language_rules()
-    full = rules.pop("rule")
-    rules.pop("plain fastText")
+    decide = language_rules()
+    full = decide.pop("rule")
+    decide.pop("plain fastText")
     contested = []
     for i, a in enumerate(pool):
         if i in chosen or len(contested) == CONTESTED_MAX:
             continue
         v = verdict(full(a["text"], a["target"]), a["target"])
-        if any(verdict(r(a["text"], a["target"]), a["target"]) != v for r in rules.values()):
+        if any(verdict(r(a["text"], a["target"]), a["target"]) != v for r in decide.values()):
             contested.append({**a, "stratum": "contested"})
     out = []
     for a in sorted(picked, key=lambda a: a["target"]) + sorted(contested, key=lambda a: a["target"]):
@@ -223,9 +226,9 @@ def score_languages(rows: list) -> dict:
     fastText against the hand labels, by language too; the confusion of the rule; and, per
     step, the answers it gets right that its ablation gets wrong (wins) and the reverse."""
     labelled = [r for r in rows if r.get("label") in LABELS]
-    rules = language_rules()
+    named = language_rules()
     got = {name: {r["id"]: verdict(decide(r["text"], r["target"]), r["target"]) for r in labelled}
-           for name, decide in rules.items()}
+           for name, decide in named.items()}
 
     def right(name, r):
         v, at = got[name][r["id"]]
@@ -235,7 +238,7 @@ def score_languages(rows: list) -> dict:
     for stratum in ("random", "contested", "all"):
         part = [r for r in labelled if stratum == "all" or r["stratum"] == stratum]
         block = {"n": len(part), "accuracy": {}, "by_language": {}, "confusion": {}}
-        for name in rules:
+        for name in named:
             block["accuracy"][name] = sum(right(name, r) for r in part) / len(part) if part else None
         for target in sorted({r["target"] for r in part}):
             mine = [r for r in part if r["target"] == target]
