@@ -4,6 +4,8 @@ Tests that load a real model, start a subprocess or run lm-eval end to end are m
 ``slow`` (in the test file, or here for whole files); ``pytest -m "not slow"`` is the fast
 loop."""
 
+import logging
+
 import pytest
 
 from helpers import REAL_SWEEP_ARGS, run_drift_eval
@@ -16,6 +18,16 @@ def pytest_configure(config):
         torch.set_num_threads(1)
     except ImportError:
         pass
+
+
+@pytest.fixture
+def drift_log(caplog, monkeypatch):
+    """``caplog`` holding the plugin's warnings (logger ``lm_eval.drift``), also after a test
+    in this process ran lm-eval with its own logging set up, which stops the ``lm_eval``
+    logger from passing records on to the root logger, where ``caplog`` listens."""
+    monkeypatch.setattr(logging.getLogger("lm_eval"), "propagate", True)
+    caplog.set_level(logging.WARNING, logger="lm_eval.drift")
+    return caplog
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ are those of re-encoding within float32 rounding (the carried states of generate
 were computed one token at a time, re-encoding computes them in one matrix product, so the
 sums run in another order)."""
 import contextlib
-import logging
 import re
 
 import pytest
@@ -153,19 +152,18 @@ def test_forced_reinjected_scripted_and_duplicate_conversations_in_one_batch(lm)
     assert on == off and store.carried > 0
 
 
-def test_a_template_that_rewrites_earlier_turns_is_re_encoded_and_marked(tmp_path, caplog):
+def test_a_template_that_rewrites_earlier_turns_is_re_encoded_and_marked(tmp_path, drift_log):
     from drift_eval.plugin.model import HFDriftLM
 
     lm = HFDriftLM(pretrained=chat_model_dir(tmp_path / "m", "llama", COUNTING), device="cpu", batch_size=4)
     off, _ = _run(lm, "off", 4)
-    with caplog.at_level(logging.WARNING, logger="lm_eval_drift"):
-        on, store = _run(lm, "on", 4)
+    on, store = _run(lm, "on", 4)
     assert [assistant_replies(h) for h in on] == [assistant_replies(h) for h in off]
     assert store.carried == 0
     for h, turns in zip(on, TURNS):
         marks = [m.get("cache_reused") for m in h if m["role"] == "assistant"]
         assert marks == [None] + [False] * (len(turns) - 1)  # turn 1 had nothing to reuse
-    warned = [r for r in caplog.records if "rewrote earlier turns" in r.getMessage()]
+    warned = [r for r in drift_log.records if "rewrote earlier turns" in r.getMessage()]
     assert len(warned) == 1  # one line per run, not per turn
 
 
@@ -358,7 +356,7 @@ def test_a_bad_setting_stops_before_the_model_loads():
         HFDriftLM(pretrained="/nonexistent/model", conversation_cache="sometimes")
 
 
-def test_over_the_cap_on_stops_and_auto_re_encodes(lm, caplog):
+def test_over_the_cap_on_stops_and_auto_re_encodes(lm, drift_log):
     lm.set_compensation(CompensationConfig.from_label("none"))
     lm.conversation_cache_mb = 1
     big = {**GEN, "max_gen_toks": 10**6}
@@ -370,15 +368,14 @@ def test_over_the_cap_on_stops_and_auto_re_encodes(lm, caplog):
             with lm.carried_conversations(specs, [big] * len(specs)):
                 pass
         lm.conversation_cache = "auto"
-        with caplog.at_level(logging.WARNING, logger="lm_eval_drift"):
-            with lm.carried_conversations(specs, [big] * len(specs)) as store:
-                assert store is None
-        assert any("each turn is re-encoded" in r.getMessage() for r in caplog.records)
+        with lm.carried_conversations(specs, [big] * len(specs)) as store:
+            assert store is None
+        assert any("each turn is re-encoded" in r.getMessage() for r in drift_log.records)
     finally:
         lm.conversation_cache, lm.conversation_cache_mb = "off", 8192
 
 
-def test_past_the_cap_at_run_time_the_rest_is_re_encoded(lm, monkeypatch, caplog):
+def test_past_the_cap_at_run_time_the_rest_is_re_encoded(lm, monkeypatch, drift_log):
     lm.set_compensation(CompensationConfig.from_label("none"))
     off, _ = _run(lm, "off", 4)
     real = generation.ConversationStore.__init__
@@ -387,11 +384,10 @@ def test_past_the_cap_at_run_time_the_rest_is_re_encoded(lm, monkeypatch, caplog
         real(self, mode, 1, warn)  # one byte: the first batch already outgrows it
 
     monkeypatch.setattr(generation.ConversationStore, "__init__", tiny_cap)
-    with caplog.at_level(logging.WARNING, logger="lm_eval_drift"):
-        on, store = _run(lm, "on", 4)
+    on, store = _run(lm, "on", 4)
     assert store.stopped and not store.held and store.carried == 0
     assert [assistant_replies(h) for h in on] == [assistant_replies(h) for h in off]
-    assert sum("outgrew" in r.getMessage() for r in caplog.records) == 1
+    assert sum("outgrew" in r.getMessage() for r in drift_log.records) == 1
 
 
 # ---------------------------------------------------------------------------- the bundled model

@@ -302,7 +302,7 @@ def test_a_truncated_language_model_never_crashes_the_interpreter(tmp_path):
         f"error: fastText language model file {tmp_path / 'empty.ftz'} is empty"), r.stderr[-2000:]
 
 
-def test_a_damaged_calibration_cache_is_rebuilt(smollm2_dir, tmp_path, monkeypatch, caplog):
+def test_a_damaged_calibration_cache_is_rebuilt(smollm2_dir, tmp_path, monkeypatch, drift_log):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from drift_eval.measure.calibration import head_gammas, model_fingerprint
@@ -315,7 +315,7 @@ def test_a_damaged_calibration_cache_is_rebuilt(smollm2_dir, tmp_path, monkeypat
     text = path.read_text()
     path.write_text(text[: len(text) // 2])  # cut short
     again = head_gammas(model, tok)
-    assert (again == good).all() and "is damaged: moved aside" in caplog.text
+    assert (again == good).all() and "is damaged: moved aside" in drift_log.text
     assert path.read_text() == text and (tmp_path / "head_calibration" / f"{path.name}.damaged").exists()
 
 

@@ -26,6 +26,7 @@ from drift_eval.compensation import bias
 from drift_eval.compensation.spans import system_span_end, token_count_before
 from drift_eval.errors import DriftUsageError
 from drift_eval.files import build_lock, cache_dir, move_aside, prose_text, read_json, write_json_atomic
+from drift_eval.logs import log
 from drift_eval.measure.capture import capture
 from drift_eval.settings import CompensationConfig
 from drift_eval.tasks.drift_french.data import system_prompt
@@ -63,8 +64,6 @@ def model_fingerprint(model) -> str:
 def _cached_gammas(path: str):
     """The cached strengths, or None when the file is damaged: it is then moved aside (with a
     warning) and the calibration runs again."""
-    import logging
-
     from drift_eval.metrics.values import is_finite
 
     try:
@@ -78,8 +77,8 @@ def _cached_gammas(path: str):
     if ok:
         return torch.tensor(gamma, dtype=torch.float32)
     moved = move_aside(path)
-    logging.getLogger("lm_eval_drift").warning("calibration cache %s is damaged: moved aside to %s; calibrating "
-                                               "again", path, os.path.basename(moved))
+    log.warning("calibration cache %s is damaged: moved aside to %s; calibrating again", path,
+                os.path.basename(moved))
     return None
 
 

@@ -20,15 +20,14 @@ carried, and how the prefix is checked, is ``drift_eval.plugin.generation``.
 """
 from __future__ import annotations
 
-import logging
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from drift_eval.errors import DriftUsageError
+from drift_eval.logs import log
 from drift_eval.plugin.generation import (ConversationStore, bytes_per_token, cache_kwarg, carried_cache,
                                          generated_tokens, seed)
 
-log = logging.getLogger("lm_eval_drift")
 
 
 def can_carry(lm) -> bool:

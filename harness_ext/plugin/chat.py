@@ -14,11 +14,11 @@ lm-eval does.
 from __future__ import annotations
 
 import json
-import logging
 import weakref
 from dataclasses import dataclass
 
-log = logging.getLogger("lm_eval_drift")
+from drift_eval.logs import log
+
 
 PROBE = "\u2063DRIFT-INSTRUCTION\u2063"
 END_PROBE = "\u2063DRIFT-REPLY\u2063"

@@ -20,17 +20,12 @@ says ``"cache_reused": false`` in the logged conversation; nothing is added othe
 """
 from __future__ import annotations
 
-import logging
 from contextlib import nullcontext
 
 from drift_eval.conversation import ConversationSpec, dump_messages
 from drift_eval.errors import DriftUsageError
+from drift_eval.logs import log
 from drift_eval.plugin.chat import keep_instruction
-
-#: what a run did, at INFO: through lm-eval's own logger, so that lm-eval's handler and
-#: ``--verbosity`` show it as they show lm-eval's own lines (the plugin's warnings are on
-#: ``lm_eval_drift``, which Python shows at WARNING without any handler)
-info = logging.getLogger("lm_eval").getChild("drift")
 
 
 def run_conversations(drift_lm, requests, progress=None) -> list[list[dict]]:
@@ -42,7 +37,7 @@ def run_conversations(drift_lm, requests, progress=None) -> list[list[dict]]:
     with carry(specs, gen_kwargs) if carry is not None else nullcontext() as store:
         histories, re_encoded = _turns(drift_lm, specs, gen_kwargs, store, progress)
     if store is not None:
-        info.info(f"conversation cache: {store.carried} of {store.positions} prompt positions of {len(specs)} "
+        log.info(f"conversation cache: {store.carried} of {store.positions} prompt positions of {len(specs)} "
                  f"conversations came from the carried keys and values")
     for i, at in re_encoded:  # after every turn is rendered: the template never sees the mark
         histories[i][at]["cache_reused"] = False

@@ -19,7 +19,6 @@ See ``drift_eval.compensation`` for the bias itself and how the span is found.
 """
 from __future__ import annotations
 
-import logging
 from contextlib import contextmanager
 
 from lm_eval.api.registry import register_model
@@ -29,6 +28,7 @@ from lm_eval.models.utils import has_bos_prefix
 from drift_eval.compensation import bias as comp
 from drift_eval.compensation.spans import system_span_end, token_counts
 from drift_eval.errors import DriftUsageError
+from drift_eval.logs import log
 from drift_eval.plugin.answers import Answer
 from drift_eval.plugin import carry
 from drift_eval.plugin.generation import (ConversationStore, Watch, cache_kwarg, generated_tokens, reserved_cache,
@@ -37,7 +37,6 @@ from drift_eval.plugin.local_models import cached_from_gguf
 from drift_eval.plugin.request_types import TYPES
 from drift_eval.settings import CONVERSATION_CACHE_MB, CompensationConfig, conversation_cache_setting
 
-log = logging.getLogger("lm_eval_drift")
 
 
 @register_model("hf-drift")

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import asdict, fields
 
+from drift_eval.logs import log
 from drift_eval.plugin.request_types import ACCESSIBILITY
 from drift_eval.plugin.task_base import YamlTask
 
-log = logging.getLogger("lm_eval_drift")
 
 
 def _option_names():
