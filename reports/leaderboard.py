@@ -9,8 +9,11 @@ words), the per-turn French rate (first and last turn), and α (the median over 
 
 A family with a group of groups (``drift_languages``) is ranked by that group's pooled
 headline, with each member group's headline (one per language) as a column of its own.
+Where no group ran (``--tasks drift_french_single``), each task's own headline (its YAML's
+``headline`` role) is a column, and the first of them with a direction ranks the rows; the
+Markdown note and the JSON's ``ranked_by`` name the column that ranks.
 
-Rows are ranked by the headline: a row's rank is 1 + the number of rows whose interval
+Rows are ranked by the headline (in its direction): a row's rank is 1 + the number of rows whose interval
 lies entirely above its own, so rows whose intervals overlap share a rank and are marked
 tied. Rows without the headline come last, unranked. A run whose forced-length tasks were
 not forced (unforced on purpose, or a backend that forced only some answers) did not run
@@ -28,7 +31,7 @@ import statistics
 from drift_eval import inert
 from drift_eval.decide.results import load_output
 from drift_eval.errors import DriftUsageError
-from drift_eval.tasks import hinted, metric_catalogue, series, series_points
+from drift_eval.tasks import headline, hinted, metric_catalogue, series, series_points
 
 
 def columns(output) -> list:
@@ -42,8 +45,23 @@ def columns(output) -> list:
     # member groups (one per language) are the next columns; their tasks' own metrics are left out
     order = tops + [t for t in cat if t not in tops]
     heads = [(t, m, True) for t in order for m in cat.get(t, {}) if (t, m) in present and _is_group(output, t)]
-    summary = [(t, m, False) for t in cat if t not in inside for m in hinted(cat, t, "summary") if (t, m) in present]
+    if not heads:  # no group ran: each task's own headline
+        heads = [(t, m, True) for t in cat if t not in inside for m in [headline(cat, t)] if (t, m) in present]
+    shown = {(t, m) for t, m, _ in heads}
+    summary = [(t, m, False) for t in cat if t not in inside for m in hinted(cat, t, "summary")
+               if (t, m) in present and (t, m) not in shown]
     return heads + summary
+
+
+def ranked_by(cols: list) -> tuple[str, bool] | None:
+    """The column that ranks the rows (the first headline with a direction) and whether
+    higher is better; None when no headline has one."""
+    cat = metric_catalogue()
+    for t, m, is_head in cols:
+        hib = cat.get(t, {}).get(m, {}).get("higher_is_better")
+        if is_head and hib is not None:
+            return f"{t}/{m}", bool(hib)
+    return None
 
 
 def _is_group(output, task) -> bool:
@@ -106,14 +124,17 @@ def rows(output) -> tuple[list, list]:
         key, answers = _answers(run)
         out.append({"model": run.model, "setting": run.setting, "answers": answers, "answers_key": key,
                     "cells": cells, "per_turn": _per_turn(run, cat, inside), "alpha_median": _alpha(run)})
-    head = next((f"{t}/{m}" for t, m, h in cols if h), None)
+    head, higher = ranked_by(cols) or (None, True)
+    sign = 1 if higher else -1
 
     def bounds(row):
+        """The row's interval of the ranking column, oriented so that higher is better."""
         c = row["cells"].get(head) if head else None
         if c is None:
             return None
         lo, hi = c["lower"], c["upper"]
-        return (c["value"], c["value"]) if math.isnan(lo) or math.isnan(hi) else (lo, hi)
+        lo, hi = (c["value"], c["value"]) if math.isnan(lo) or math.isnan(hi) else (lo, hi)
+        return (lo, hi) if higher else (-hi, -lo)
 
     for row in out:
         b = bounds(row)
@@ -124,7 +145,7 @@ def rows(output) -> tuple[list, list]:
             o["rank"] == row["rank"] and o["answers_key"] == row["answers_key"] for o in out) > 1
     keys = list(dict.fromkeys(r["answers_key"] for r in out))
     out.sort(key=lambda r: (keys.index(r["answers_key"]), r["rank"] is None, r["rank"] or 0,
-                            -(r["cells"][head]["value"] if head and r["cells"].get(head) else 0)))
+                            -sign * (r["cells"][head]["value"] if head and r["cells"].get(head) else 0)))
     return cols, out
 
 
@@ -147,8 +168,11 @@ def markdown(output) -> str:
         cells = [_fmt(r["cells"][f"{t}/{m}"]) for t, m, _ in cols]
         named = [inert.markdown(x, cell=True) for x in (r["model"], r["setting"], r["answers"])]
         lines.append("| " + " | ".join([rank, *named, *cells, turn, alpha]) + " |")
-    note = ("Ranked by the headline's 95% interval: rows that share a rank (marked =) overlap and are tied. "
-            "Rows are ranked only against rows whose answers were made alike (the answers column). "
+    by = ranked_by(cols)
+    ranking = (f"Ranked by {by[0]} ({'higher' if by[1] else 'lower'} is better), by its 95% interval: rows that "
+               f"share a rank (marked =) overlap and are tied. Rows are ranked only against rows whose answers were "
+               f"made alike (the answers column). " if by else "No headline metric with a direction: rows are unranked. ")
+    note = (ranking +
             "Intervals: Wilson for 0/1 per-sample values, a bootstrap of the mean otherwise, ±1.96·stderr without "
             "logged samples.")
     return "\n".join(["# Drift leaderboard", "", *lines, "", note, ""])
@@ -195,11 +219,13 @@ def write_leaderboard(roots: list, path: str | None, fmt: str | None = None) -> 
     else:
         recs = records(output)
         if fmt == "json":
-            text = json.dumps({"rows": recs}, indent=2, ensure_ascii=False)
+            by = ranked_by(columns(output))
+            text = json.dumps({"ranked_by": by[0] if by else None, "rows": recs}, indent=2, ensure_ascii=False)
         else:
             buf = io.StringIO()
             fields = list(dict.fromkeys(k for r in recs for k in r))
-            writer = csv.DictWriter(buf, fieldnames=[inert.csv_cell(f) for f in fields])
+            # lines end in \n: CSV readers take either ending, and a \r on a terminal is escaped
+            writer = csv.DictWriter(buf, fieldnames=[inert.csv_cell(f) for f in fields], lineterminator="\n")
             writer.writeheader()
             writer.writerows([{inert.csv_cell(k): inert.csv_cell(v) for k, v in r.items()} for r in recs])
             text = buf.getvalue()

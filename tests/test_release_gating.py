@@ -282,6 +282,55 @@ def test_leaderboard_ranks_rows_and_marks_ties(tmp_path, capsys):
     assert json.loads((tmp_path / "board.json").read_text())["rows"][0]["model"] == "alpha"
 
 
+def test_without_a_group_each_task_headline_ranks_in_its_direction(tmp_path, capsys):
+    """``--tasks drift_french_single`` alone leaves no group in the results: the task's own
+    headline (fully French) ranks the rows. A headline where lower is better (drift_ppl's
+    perplexity change) ranks the lowest first."""
+    root = tmp_path / "single"
+    write_task_run(root, "a", [1] * 20)                # 20/20: Wilson [0.84, 1.00]
+    write_task_run(root, "b", [0] * 20)                # 0/20: [0.00, 0.16]
+    write_task_run(root, "c", [1] * 10 + [0] * 10)     # 10/20: [0.30, 0.70]
+    rc, out, _ = _cli(capsys, "leaderboard", root)
+    lines = [ln.split(" | ") for ln in out.splitlines() if ln.startswith("| ")][1:]
+    assert rc == 0 and [(ln[0][2:], ln[1].strip("`")) for ln in lines] == [("1", "a"), ("2", "c"), ("3", "b")]
+    assert "Ranked by drift_french_single/fully_french (higher is better)" in out
+    assert out.count("drift_french_single/fully_french |") == 1  # the headline is not shown twice
+    _cli(capsys, "leaderboard", root, "-o", tmp_path / "board.csv")
+    text = (tmp_path / "board.csv").read_text()
+    assert "\r" not in text and [r["model"] for r in csv.DictReader(io.StringIO(text))] == ["a", "c", "b"]
+    ppl = tmp_path / "ppl"
+    write_task_run(ppl, "worse", [0.5] * 10, task="drift_ppl", metric="perplexity_change")
+    write_task_run(ppl, "better", [0.1] * 10, task="drift_ppl", metric="perplexity_change")
+    _cli(capsys, "leaderboard", ppl, "-o", tmp_path / "ppl.json")
+    board = json.loads((tmp_path / "ppl.json").read_text())
+    assert board["ranked_by"] == "drift_ppl/perplexity_change"
+    assert [(r["model"], r["rank"]) for r in board["rows"]] == [("better", 1), ("worse", 2)]
+
+
+def test_a_reader_that_stops_reading_ends_the_command_without_a_traceback(tmp_path, monkeypatch, capsys):
+    """``drift-eval leaderboard ... | head -1``: the pipe closes while the board is written."""
+    import sys
+
+    from drift_eval.cli import main
+
+    class Closed(io.StringIO):
+        def __init__(self, fh):
+            super().__init__()
+            self.fh = fh
+
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def fileno(self):
+            return self.fh.fileno()
+
+    root = write_task_run(tmp_path / "single", "a", [1, 0] * 10)
+    with open(tmp_path / "stdout", "w") as fh:
+        monkeypatch.setattr(sys, "stdout", Closed(fh))
+        rc = main(["leaderboard", str(root)])
+    assert rc == 1 and capsys.readouterr().err == ""
+
+
 HOSTILE_MODEL = '=HYPERLINK("https://evil.example")\x1b]0;pwned\x07![x](https://evil.example/i.png)'
 
 

@@ -28,6 +28,7 @@ imports its heavy modules when it runs.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from drift_eval.cli import (accessibility, alpha, compare, decode, demo, gate, leaderboard, model_path, position_bias,
@@ -68,6 +69,12 @@ def main(argv=None) -> int:
     stdout, sys.stdout = sys.stdout, _InertOutput(sys.stdout)
     try:
         return _main(argv)
+    except BrokenPipeError:
+        # whatever read the output stopped reading (``drift-eval leaderboard ... | head``):
+        # stop without a traceback, standard output pointed at nothing so that the flush at
+        # exit does not fail again (the recipe of Python's documentation of SIGPIPE)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
+        return 1
     finally:
         sys.stdout = stdout
 
