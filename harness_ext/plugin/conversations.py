@@ -97,9 +97,15 @@ def serve(lm, requests, disable_tqdm: bool = False) -> list[str]:
     bar = tqdm(total=n_turns, desc=f"Running {len(requests)} conversations, turn by turn",
                disable=disable_tqdm or getattr(drift_lm.model, "rank", 0) != 0, mininterval=0)
     showing = getattr(drift_lm.model, "turn_progress", None)  # hf-drift: token progress within each turn
+
+    def advance(turn, n):
+        bar.update(1)
+        if turn == n:
+            bar.close()  # its line ends before the conversation cache's INFO line starts
+
     try:
         with showing(not disable_tqdm) if showing is not None else nullcontext():
-            histories = run_conversations(drift_lm, requests, progress=lambda turn, n: bar.update(1))
+            histories = run_conversations(drift_lm, requests, progress=advance)
     finally:
         bar.close()
     system_ok = drift_lm.render.system_role
