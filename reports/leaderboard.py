@@ -13,9 +13,9 @@ Where no group ran (``--tasks drift_french_single``), each task's own headline (
 ``headline`` role) is a column, and the first of them with a direction ranks the rows; the
 Markdown note and the JSON's ``ranked_by`` name the column that ranks.
 
-Rows are ranked by the headline (in its direction): a row's rank is 1 + the number of rows whose interval
-lies entirely above its own, so rows whose intervals overlap share a rank and are marked
-tied. Rows without the headline come last, unranked. A run whose forced-length tasks were
+Rows are ranked by the headline, in its direction: a row's rank is 1 + the number of rows
+whose interval lies entirely on the better side of its own, so rows whose intervals overlap
+share a rank and are marked tied. Rows without the headline come last, unranked. A run whose forced-length tasks were
 not forced (unforced on purpose, or a backend that forced only some answers) did not run
 the same test: its ``answers`` column says so, and rows are ranked only against rows whose
 answers were made alike.

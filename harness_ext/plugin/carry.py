@@ -29,7 +29,6 @@ from drift_eval.plugin.generation import (ConversationStore, bytes_per_token, ca
                                          generated_tokens, seed)
 
 
-
 def can_carry(lm) -> bool:
     """Whether the cache of ``lm``'s model (an lm-eval ``HFLM``) can be carried between turns."""
     return carried_cache(lm.model.config, 1) is not None

@@ -38,7 +38,6 @@ from drift_eval.plugin.request_types import TYPES
 from drift_eval.settings import CONVERSATION_CACHE_MB, CompensationConfig, conversation_cache_setting
 
 
-
 @register_model("hf-drift")
 class HFDriftLM(HFLM):
     def __init__(self, pretrained, compensation="none", strength=1.0, span="system",
