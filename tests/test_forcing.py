@@ -15,7 +15,7 @@ from helpers import LM_EVAL, LlamaServer, gguf_with_eos, model_with_eos, results
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")]
 
 IM_END, ENDOFTEXT = "<|im_end|>", "<|endoftext|>"
-SHORT_DOC = 4  # a drift_french_single request this model answers in about 160 tokens on the server
+SHORT_DOCS = (4, 3, 1)  # drift_french_single requests this model answers in a few dozen tokens on the server
 
 
 @pytest.fixture(scope="module")
@@ -94,28 +94,36 @@ def test_hf_drift_watches_every_end_token_for_the_natural_end(eos_moved_dir):
 
 def test_the_server_is_forced_by_the_bias_where_min_tokens_alone_would_not(eos_moved_server, tmp_path):
     """llama-cpp-python's min_tokens holds back the model's EOS only: this model ends its
-    turn early all the same. drift_french_single runs to the forced length on it, also on a
-    request whose natural answer is shorter."""
-    chat = eos_moved_server.url
-    messages = [{"role": "user", "content": "Reply with the single word: yes"}]
-    r = requests.post(chat, json={"messages": messages, "max_tokens": 64, "min_tokens": 64, "temperature": 0},
-                      timeout=120).json()
-    assert r["usage"]["completion_tokens"] < 64 and r["choices"][0]["finish_reason"] == "stop"
+    turn early all the same. drift_french_single runs to the forced length on it, on a
+    request that min_tokens alone lets end early.
+
+    The server reuses the longest cached prefix of each prompt, which changes its floating
+    point sums, and this model's greedy answers are long or short by a hair: so the request
+    is found by asking, among the requests it answers shortly, not fixed in advance."""
     from drift_eval.tasks.drift_french.data import read_requests, system_prompt
 
-    natural = requests.post(chat, json={"messages": [{"role": "system", "content": system_prompt("en")},
-                                                     {"role": "user", "content": read_requests()[SHORT_DOC]["request"]}],
-                                        "max_tokens": 256, "temperature": 0}, timeout=300).json()
-    assert natural["usage"]["completion_tokens"] < 256  # its natural answer is shorter than the forced one
+    chat, asked = eos_moved_server.url, 256
+
+    def min_tokens_alone(doc):
+        messages = [{"role": "system", "content": system_prompt("en")},
+                    {"role": "user", "content": read_requests()[doc]["request"]}]
+        r = requests.post(chat, json={"messages": messages, "max_tokens": asked, "min_tokens": asked,
+                                      "temperature": 0}, timeout=300).json()
+        return r["usage"]["completion_tokens"], r["choices"][0]["finish_reason"]
+
+    tried = {doc: min_tokens_alone(doc) for doc in SHORT_DOCS}
+    ended = [doc for doc, (tokens, finish) in tried.items() if finish == "stop" and tokens < asked]
+    assert ended, f"min_tokens={asked} forced every request it was tried on: {tried}"
+    doc = ended[0]  # min_tokens alone: the turn ended on <|im_end|>, short of the length asked for
     out = tmp_path / "out"
     r = run_lm_eval(["--model", "local-chat-completions",
                      "--model_args", f"model={eos_moved_server.alias},base_url={chat},num_concurrent=1,max_retries=1",
                      "--tasks", "drift_french_single", "--apply_chat_template", "--samples",
-                     json.dumps({"drift_french_single": [SHORT_DOC]}), "--gen_kwargs", "max_gen_toks=256",
+                     json.dumps({"drift_french_single": [doc]}), "--gen_kwargs", f"max_gen_toks={asked}",
                      "--output_path", out, "--log_samples"])
     assert r.returncode == 0, r.stderr[-3000:] + eos_moved_server.tail()
     [s] = samples_of(out, "drift_french_single")
-    assert s["answer_tokens"] == 256.0 and s["forced_length"] == 1.0 and s["natural_end_observed"] == 0.0
+    assert s["answer_tokens"] == float(asked) and s["forced_length"] == 1.0 and s["natural_end_observed"] == 0.0
     assert results_of(out)["configs"]["drift_french_single"]["metadata"]["answer_length"] == "forced"
 
 
