@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -553,7 +554,9 @@ def survival_curve(onsets, lengths, confidence: float = CONFIDENCE) -> Survival:
     if events:
         res = ecdf(CensoredData(uncensored=events, right=censored))
         est = res.sf.evaluate(ks)
-        band = res.sf.confidence_interval(confidence, method="log-log")
+        with warnings.catch_warnings():  # the log-log band is undefined where the estimate is 0 or 1: NaN there
+            warnings.filterwarnings("ignore", message="The confidence interval is undefined", category=RuntimeWarning)
+            band = res.sf.confidence_interval(confidence, method="log-log")
         lo, hi = band.low.evaluate(ks), band.high.evaluate(ks)
     else:
         est, lo, hi = np.ones(horizon), np.full(horizon, np.nan), np.full(horizon, np.nan)
