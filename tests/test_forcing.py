@@ -102,11 +102,11 @@ def test_the_server_is_forced_by_the_bias_where_min_tokens_alone_would_not(eos_m
     is found by asking, among the requests it answers shortly, not fixed in advance."""
     from drift_eval.tasks.drift_french.data import read_requests, system_prompt
 
-    chat, asked = eos_moved_server.url, 256
+    chat, asked, bank = eos_moved_server.url, 256, read_requests()
 
     def min_tokens_alone(doc):
         messages = [{"role": "system", "content": system_prompt("en")},
-                    {"role": "user", "content": read_requests()[doc]["request"]}]
+                    {"role": "user", "content": bank[doc]["request"]}]
         r = requests.post(chat, json={"messages": messages, "max_tokens": asked, "min_tokens": asked,
                                       "temperature": 0}, timeout=300).json()
         return r["usage"]["completion_tokens"], r["choices"][0]["finish_reason"]
