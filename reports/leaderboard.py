@@ -18,7 +18,9 @@ whose interval lies entirely on the better side of its own, so rows whose interv
 share a rank and are marked tied. Rows without the headline come last, unranked. A run whose forced-length tasks were
 not forced (unforced on purpose, or a backend that forced only some answers) did not run
 the same test: its ``answers`` column says so, and rows are ranked only against rows whose
-answers were made alike.
+answers were made alike. So are runs of different versions of the ranking task (a new task
+version defines its metrics differently): where the rows' versions differ, the ``answers``
+column names each row's version.
 
 Names and labels from results files are inert in every format (``drift_eval.inert``).
 """
@@ -72,7 +74,8 @@ def _cell(output, run, task, metric) -> dict | None:
     if task not in run.tasks or metric not in run.tasks[task].values:
         return None
     m = output.metric(task, metric, run.setting, run.model)
-    return {"value": m.value, "lower": m.lower, "upper": m.upper, "n": m.n} if isinstance(m.value, float) else None
+    return {"value": m.value, "lower": m.lower, "upper": m.upper, "n": m.n, "version": m.version} \
+        if isinstance(m.value, float) else None
 
 
 def _per_turn(run, cat: dict, skip: set = frozenset()) -> dict | None:
@@ -126,6 +129,15 @@ def rows(output) -> tuple[list, list]:
                     "cells": cells, "per_turn": _per_turn(run, cat, inside), "alpha_median": _alpha(run)})
     head, higher = ranked_by(cols) or (None, True)
     sign = 1 if higher else -1
+    # runs of different versions of the ranking task define its metric differently: never ranked together
+    versions = {r["cells"][head]["version"] if head and r["cells"].get(head) else None for r in out}
+    if len(versions - {None}) > 1:
+        for row in out:
+            v = row["cells"][head]["version"] if row["cells"].get(head) else None
+            row["answers_key"] = (*row["answers_key"], ("version", v))
+            if v is not None:
+                said = f"{head.split('/')[0]} version {v}" if " " not in v else f"task versions {v}"
+                row["answers"] = said if row["answers"] == "—" else f"{row['answers']}; {said}"
 
     def bounds(row):
         """The row's interval of the ranking column, oriented so that higher is better."""
@@ -171,7 +183,7 @@ def markdown(output) -> str:
     by = ranked_by(cols)
     ranking = (f"Ranked by {by[0]} ({'higher' if by[1] else 'lower'} is better), by its 95% interval: rows that "
                f"share a rank (marked =) overlap and are tied. Rows are ranked only against rows whose answers were "
-               f"made alike (the answers column). " if by else "No headline metric with a direction: rows are unranked. ")
+               f"made alike, at the same task version (the answers column). " if by else "No headline metric with a direction: rows are unranked. ")
     note = (ranking +
             "Intervals: Wilson for 0/1 per-sample values, a bootstrap of the mean otherwise, ±1.96·stderr without "
             "logged samples.")

@@ -155,10 +155,11 @@ def write_output(root, settings=("none", "log:0.25", "const:0.25"), date="2026-0
 
 
 def write_task_run(root, model, values, setting="none", task="drift_french_single", metric="fully_french",
-                   date="2026-02-01T00-00-00.000000", task_config=None):
+                   date="2026-02-01T00-00-00.000000", task_config=None, version=None):
     """One run of one task whose per-sample ``metric`` values are ``values`` (doc i gets
     ``values[i]``), in ``root/<model>/`` (``task_config``: the task's config in the results,
-    e.g. its generation kwargs); returns the folder."""
+    e.g. its generation kwargs; ``version``: the task's version, as lm-eval records it);
+    returns the folder."""
     cfg = {lab: c for lab, c in SETTINGS.items()}[setting]
     folder = os.path.join(root, model)
     os.makedirs(folder, exist_ok=True)
@@ -171,6 +172,8 @@ def write_task_run(root, model, values, setting="none", task="drift_french_singl
            "config": {"model": "hf-drift", "model_args": {"pretrained": f"/models/{model}",
                                                           "compensation": cfg["compensation"],
                                                           "strength": cfg["strength"]}}}
+    if version is not None:
+        doc["versions"] = {task: version}
     with open(os.path.join(folder, f"results_{date}.json"), "w", encoding="utf-8") as fh:
         json.dump(doc, fh)
     with open(os.path.join(folder, f"samples_{task}_{date}.jsonl"), "w", encoding="utf-8") as fh:

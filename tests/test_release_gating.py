@@ -181,6 +181,27 @@ def test_a_forced_run_is_never_compared_with_an_unforced_one(tmp_path, capsys):
         "drift_french_single: unforced on purpose, at most 2048 tokens"
 
 
+def test_runs_of_two_versions_of_a_task_are_never_compared(tmp_path, capsys):
+    """The same documents and values, the baseline scored by task version 2.1 and the
+    candidate by 3.0 (whose metrics are defined differently): compare, the gate and the
+    report refuse with one line (exit 2); two runs at one version are compared as before."""
+    base = write_task_run(tmp_path / "release", "shipped", [1] * 36, version=2.1)
+    cand = write_task_run(tmp_path / "candidate", "new", [1] * 36, version=3.0)
+    want = ("drift-eval: error: drift_french_single/fully_french under none ran at task version 3.0 and "
+            "drift_french_single/fully_french under none at 2.1: the metrics are defined differently, so they are "
+            "not compared; rerun the older run on this version of the task and compare again")
+    for args in (("compare", cand, base), ("gate", cand, "--policy", _policy(tmp_path, f"baseline: {base}\n" + RULE)),
+                 ("report", cand, "--baseline", base, "-o", tmp_path / "r.html")):
+        rc, out, err = _cli(capsys, *args)
+        assert rc == 2 and err.strip().splitlines()[-1] == want, (args[0], err)
+    same = write_task_run(tmp_path / "again", "again", [1] * 36, version="3")  # lm-eval writes a number or a string
+    rc, out, err = _cli(capsys, "compare", same, cand)
+    assert rc == 0 and "drift_french_single/fully_french" in out, err
+    unversioned = write_task_run(tmp_path / "older", "older", [1] * 36)  # results that record no version
+    rc, out, err = _cli(capsys, "compare", cand, unversioned)
+    assert rc == 0, err
+
+
 def test_a_tiny_regression_on_eight_documents_is_underpowered(tmp_path, capsys):
     base = write_task_run(tmp_path / "release", "shipped", [1] * 8)
     cand = write_task_run(tmp_path / "candidate", "new", [1] * 7 + [0])
@@ -305,6 +326,29 @@ def test_without_a_group_each_task_headline_ranks_in_its_direction(tmp_path, cap
     board = json.loads((tmp_path / "ppl.json").read_text())
     assert board["ranked_by"] == "drift_ppl/perplexity_change"
     assert [(r["model"], r["rank"]) for r in board["rows"]] == [("better", 1), ("worse", 2)]
+
+
+def test_the_leaderboard_ranks_runs_of_two_task_versions_apart(tmp_path, capsys):
+    """Three runs of drift_french_single, two at task version 3.0 and one at 2.1: the 2.1 row
+    is ranked only against itself (rank 1 of its own), and the answers column names each
+    row's version; at one version, as above, no version is shown."""
+    root = tmp_path / "board"
+    write_task_run(root, "a", [1] * 20, version=3.0)             # 20/20: Wilson [0.84, 1.00]
+    write_task_run(root, "b", [1] * 10 + [0] * 10, version=3.0)  # 10/20: [0.30, 0.70]
+    write_task_run(root, "old", [0] * 20, version=2.1)           # would rank 3rd at one version
+    _cli(capsys, "leaderboard", root, "-o", tmp_path / "board.json")
+    board = json.loads((tmp_path / "board.json").read_text())
+    got = {r["model"]: (r["rank"], r["answers"]) for r in board["rows"]}
+    assert got == {"a": (1, "drift_french_single version 3.0"), "b": (2, "drift_french_single version 3.0"),
+                   "old": (1, "drift_french_single version 2.1")}
+    rc, out, _ = _cli(capsys, "leaderboard", root)
+    assert rc == 0 and "at the same task version" in out
+    same = tmp_path / "same"
+    write_task_run(same, "a", [1] * 20, version=3.0)
+    write_task_run(same, "b", [0] * 20, version=3.0)
+    _cli(capsys, "leaderboard", same, "-o", tmp_path / "same.json")
+    assert [(r["model"], r["rank"], r["answers"]) for r in json.loads((tmp_path / "same.json").read_text())["rows"]] \
+        == [("a", 1, "—"), ("b", 2, "—")]
 
 
 def test_a_reader_that_stops_reading_ends_the_command_without_a_traceback(tmp_path, monkeypatch, capsys):

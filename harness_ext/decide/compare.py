@@ -85,7 +85,8 @@ class Comparison:
 
 class NotTheSameTest(DriftUsageError):
     """Two runs of a task whose answers were made to different lengths (forced against
-    unforced): never compared, not even left out quietly."""
+    unforced), or of two versions of the task (its metrics defined differently): never
+    compared, not even left out quietly."""
 
 
 def shared_documents(a, b, same_hash: bool = True) -> list:
@@ -94,10 +95,15 @@ def shared_documents(a, b, same_hash: bool = True) -> list:
     it, documents pair by ``doc_id`` alone: two settings of one run, or a control task whose
     documents differ from the plain task's by design (the conflict turn). Two runs whose
     answers were made to different lengths (forced against unforced: ``results.Length``)
-    are one line."""
+    are one line, and so are two runs of one task at different task versions (a new version
+    defines its metrics differently: the task README's version history)."""
     if a.length and b.length and a.length != b.length:
         raise NotTheSameTest(f"{a.where()} has answers {a.length} and {b.where()} answers {b.length}: not the same "
                               f"test, so they are not compared; compare runs whose answers were made alike")
+    if a.task == b.task and a.version and b.version and a.version != b.version:
+        raise NotTheSameTest(f"{a.where()} ran at task version {a.version} and {b.where()} at {b.version}: the "
+                              f"metrics are defined differently, so they are not compared; rerun the older run on "
+                              f"this version of the task and compare again")
     keys = sorted(set(a.per_sample) & set(b.per_sample), key=repr)
     if not same_hash:
         return keys

@@ -60,6 +60,7 @@ class Metric:
     doc_hashes: dict | None = None     # doc_id -> lm-eval's doc_hash, for pairing across runs
     several_models: bool = False       # the folder holds other models: name this one in messages
     length: str | None = None          # how long the task's answers were made (``Length.kind``), if it says
+    version: str | None = None         # the task's version (lm-eval's ``versions``), if the results say
 
     def spread(self) -> str:
         """``, 95% CI [lo, hi], n=N`` (the parts that are known)."""
@@ -88,6 +89,7 @@ class TaskResult:
     is_group: bool = False
     subtasks: list = field(default_factory=list)  # a group's tasks (lm-eval's group_subtasks)
     length: "Length | None" = None     # how long its answers were made (generation tasks)
+    version: str | None = None         # the task's version, from the results' ``versions``
 
 
 @dataclass(frozen=True)
@@ -212,6 +214,17 @@ def _length(tr: TaskResult, config: dict) -> Length | None:
     if is_number(share) and share < 1:
         return Length("partly forced", top, float(share))
     return Length("forced", top)
+
+
+def _version(v) -> str | None:
+    """A task's version as lm-eval writes it (a number, or a string; ``N/A`` for none), in
+    one form: ``3``, ``3.0`` and ``"3.0"`` are the same version."""
+    if isinstance(v, str):
+        try:
+            v = float(v)
+        except ValueError:
+            return v if v not in ("", "N/A") else None
+    return str(float(v)) if is_finite(v) else None
 
 
 def _provenance(rf: "RunFile", name: str) -> dict:
@@ -385,9 +398,11 @@ def _task_results(res: dict, path: str, date: str) -> tuple[dict, list]:
         tr.samples = [s for s in samples if s.get("filter", "none") == "none"]
         sample_files.append(spath)
     configs = res.get("configs") if isinstance(res.get("configs"), dict) else {}
+    versions = res.get("versions") if isinstance(res.get("versions"), dict) else {}
     for name, tr in out.items():
         if not tr.is_group:
             tr.length = _length(tr, configs.get(name) or {})
+            tr.version = _version(versions.get(name))
     if sample_files and missing:  # the run logged samples, but not all of them
         raise DamagedFile(missing[0], f"{missing[0]} is missing: the run of {path} logged samples for other tasks, "
                                       f"so it was cut short; {REMEDY}")
@@ -493,7 +508,8 @@ class Output:
         n = tr.n if tr.n is not None else (len(per) if per else None)
         hib = tr.higher_is_better.get(name)
         return Metric(task, name, setting, float(value) if is_number(value) else value, stderr, n,
-                      lo, hi, per, hib, run.model, hashes, len(self.models) > 1, self._length_kind(run, tr))
+                      lo, hi, per, hib, run.model, hashes, len(self.models) > 1, self._length_kind(run, tr),
+                      self._version_of(run, tr))
 
     @staticmethod
     def _length_kind(run: Run, tr: TaskResult) -> str | None:
@@ -503,6 +519,15 @@ class Output:
         kinds = sorted({f"{t}: {run.tasks[t].length.kind}" for t in tr.subtasks
                         if t in run.tasks and run.tasks[t].length is not None})
         return "; ".join(kinds) or None
+
+    @staticmethod
+    def _version_of(run: Run, tr: TaskResult) -> str | None:
+        """The task's version, or its tasks' versions together for a group."""
+        if not tr.is_group:
+            return tr.version
+        found = sorted({f"{t} {run.tasks[t].version}" for t in tr.subtasks
+                        if t in run.tasks and run.tasks[t].version is not None})
+        return "; ".join(found) or None
 
     def _per_sample(self, run: Run, tr: TaskResult, name: str):
         """(doc_id -> value, doc_id -> doc_hash) from the logged samples; for a group whose
