@@ -197,6 +197,9 @@ def test_runs_of_two_versions_of_a_task_are_never_compared(tmp_path, capsys):
     same = write_task_run(tmp_path / "again", "again", [1] * 36, version="3")  # lm-eval writes a number or a string
     rc, out, err = _cli(capsys, "compare", same, cand)
     assert rc == 0 and "drift_french_single/fully_french" in out, err
+    from drift_eval.decide.results import load_output
+
+    assert load_output(cand).run("none").provenance["task_versions"] == "drift_french_single 3.0"
     unversioned = write_task_run(tmp_path / "older", "older", [1] * 36)  # results that record no version
     rc, out, err = _cli(capsys, "compare", cand, unversioned)
     assert rc == 0, err

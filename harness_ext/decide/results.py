@@ -234,6 +234,7 @@ def _provenance(rf: "RunFile", name: str) -> dict:
                 if isinstance(c, dict) and isinstance(c.get("metadata"), dict)} - {None}
     seeds = [cfg.get(k) for k in ("random_seed", "numpy_seed", "torch_seed", "fewshot_seed")]
     lengths = {t: str(tr.length) for t, tr in rf.tasks.items() if not tr.is_group and tr.length is not None}
+    task_versions = {t: tr.version for t, tr in rf.tasks.items() if not tr.is_group and tr.version is not None}
     out = {
         "model": name, "pretrained": _text(rf.model_args.get("pretrained")),
         "revision": _text(cfg.get("model_revision") or rf.model_args.get("revision")),
@@ -246,6 +247,7 @@ def _provenance(rf: "RunFile", name: str) -> dict:
         "seed": "/".join("-" if x is None else str(x) for x in seeds) if any(x is not None for x in seeds) else None,
         "chat_template": "yes" if res.get("chat_template") else ("no" if "chat_template" in res else None),
         "length": "; ".join(f"{t}: {m}" for t, m in lengths.items()) or None,
+        "task_versions": "; ".join(f"{t} {v}" for t, v in task_versions.items()) or None,
     }
     return {k: v for k, v in out.items() if v is not None}
 
@@ -253,13 +255,13 @@ def _provenance(rf: "RunFile", name: str) -> dict:
 def _merged_provenance(old: dict, new: dict) -> dict:
     """One run's provenance over all its results files (tasks run at different times: a
     sweep resumed on newer code, a task added later): each field's distinct values in file
-    order, ``length`` joined per task."""
+    order, ``length`` and ``task_versions`` joined per task."""
     out = {}
     for key in [*old, *(k for k in new if k not in old)]:
         if key == "files":
             continue
         a, b = old.get(key), new.get(key)
-        sep = "; " if key == "length" else " / "
+        sep = "; " if key in ("length", "task_versions") else " / "
         seen = a.split(sep) if a is not None else []
         out[key] = a if b is None or b in seen else (b if a is None else f"{a}{sep}{b}")
     return out

@@ -1,6 +1,6 @@
 """Provenance, compact and folded: what every run shares on one line (versions, seeds,
 generation options ...), then one short row per run with what differs (its model path,
-code version, dates, answer lengths). A run whose results files were written at several
+code version, dates, answer lengths, task versions). A run whose results files were written at several
 times shows its first and last date (all of them on hover)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ FIELDS = (("model", "model"), ("pretrained", "pretrained"), ("revision", "revisi
           ("lm_eval_version", "lm-eval"), ("lm_eval_drift_version", "lm-eval-drift"),
           ("transformers_version", "transformers"), ("git_hash", "git"), ("date", "date"),
           ("gen_kwargs", "gen kwargs"), ("limit", "limit"), ("seed", "seeds (python/numpy/torch/fewshot)"),
-          ("chat_template", "chat template"), ("length", "answer length"))
+          ("chat_template", "chat template"), ("length", "answer length"), ("task_versions", "task versions"))
 
 
 def _dates(value: str) -> dict:
