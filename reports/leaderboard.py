@@ -130,10 +130,9 @@ def rows(output) -> tuple[list, list]:
     head, higher = ranked_by(cols) or (None, True)
     sign = 1 if higher else -1
     # runs of different versions of the ranking task define its metric differently: never ranked together
-    versions = {r["cells"][head]["version"] if head and r["cells"].get(head) else None for r in out}
-    if len(versions - {None}) > 1:
-        for row in out:
-            v = row["cells"][head]["version"] if row["cells"].get(head) else None
+    versions = [r["cells"][head]["version"] if head and r["cells"].get(head) else None for r in out]
+    if len(set(versions) - {None}) > 1:
+        for row, v in zip(out, versions):
             row["answers_key"] = (*row["answers_key"], ("version", v))
             if v is not None:
                 said = f"{head.split('/')[0]} version {v}" if " " not in v else f"task versions {v}"

@@ -160,6 +160,15 @@ FORCED = {"generation_kwargs": {"max_gen_toks": 2048}, "metadata": {"answer_leng
 UNFORCED = {"generation_kwargs": {"max_gen_toks": 2048, "min_new_tokens": 0}, "metadata": {"answer_length": "unforced"}}
 
 
+def _refused_by_compare_gate_and_report(tmp_path, capsys, cand, base, want):
+    """``compare``, the gate and the report of ``cand`` against ``base`` each exit 2 with
+    ``want`` as their last line."""
+    for args in (("compare", cand, base), ("gate", cand, "--policy", _policy(tmp_path, f"baseline: {base}\n" + RULE)),
+                 ("report", cand, "--baseline", base, "-o", tmp_path / "r.html")):
+        rc, out, err = _cli(capsys, *args)
+        assert rc == 2 and err.strip().splitlines()[-1] == want, (args[0], err)
+
+
 def test_a_forced_run_is_never_compared_with_an_unforced_one(tmp_path, capsys):
     """The same documents and values, one run's answers forced and the other's not: compare,
     the gate and the report refuse with one line (exit 2) instead of calling it one test."""
@@ -168,10 +177,7 @@ def test_a_forced_run_is_never_compared_with_an_unforced_one(tmp_path, capsys):
     want = ("drift-eval: error: drift_french_single/fully_french under none has answers unforced and "
             "drift_french_single/fully_french under none answers forced: not the same test, so they are not "
             "compared; compare runs whose answers were made alike")
-    for args in (("compare", cand, base), ("gate", cand, "--policy", _policy(tmp_path, f"baseline: {base}\n" + RULE)),
-                 ("report", cand, "--baseline", base, "-o", tmp_path / "r.html")):
-        rc, out, err = _cli(capsys, *args)
-        assert rc == 2 and err.strip().splitlines()[-1] == want, (args[0], err)
+    _refused_by_compare_gate_and_report(tmp_path, capsys, cand, base, want)
     same = write_task_run(tmp_path / "again", "again", [1] * 36, task_config=FORCED)
     rc, out, err = _cli(capsys, "compare", same, base)
     assert rc == 0, err  # two forced runs are compared as before
@@ -190,10 +196,7 @@ def test_runs_of_two_versions_of_a_task_are_never_compared(tmp_path, capsys):
     want = ("drift-eval: error: drift_french_single/fully_french under none ran at task version 3.0 and "
             "drift_french_single/fully_french under none at 2.1: the metrics are defined differently, so they are "
             "not compared; rerun the older run on this version of the task and compare again")
-    for args in (("compare", cand, base), ("gate", cand, "--policy", _policy(tmp_path, f"baseline: {base}\n" + RULE)),
-                 ("report", cand, "--baseline", base, "-o", tmp_path / "r.html")):
-        rc, out, err = _cli(capsys, *args)
-        assert rc == 2 and err.strip().splitlines()[-1] == want, (args[0], err)
+    _refused_by_compare_gate_and_report(tmp_path, capsys, cand, base, want)
     same = write_task_run(tmp_path / "again", "again", [1] * 36, version="3")  # lm-eval writes a number or a string
     rc, out, err = _cli(capsys, "compare", same, cand)
     assert rc == 0 and "drift_french_single/fully_french" in out, err

@@ -514,22 +514,23 @@ class Output:
                       self._version_of(run, tr))
 
     @staticmethod
-    def _length_kind(run: Run, tr: TaskResult) -> str | None:
-        """The answers' length kind of a task, or of a group's tasks together."""
+    def _of_tasks(run: Run, tr: TaskResult, describe) -> str | None:
+        """``describe(task result)`` of a task, or ``task: description`` of a group's tasks
+        together (those it says something of)."""
         if not tr.is_group:
-            return tr.length.kind if tr.length is not None else None
-        kinds = sorted({f"{t}: {run.tasks[t].length.kind}" for t in tr.subtasks
-                        if t in run.tasks and run.tasks[t].length is not None})
-        return "; ".join(kinds) or None
+            return describe(tr)
+        said = sorted({f"{t}: {d}" for t in tr.subtasks if t in run.tasks and (d := describe(run.tasks[t])) is not None})
+        return "; ".join(said) or None
 
-    @staticmethod
-    def _version_of(run: Run, tr: TaskResult) -> str | None:
+    @classmethod
+    def _length_kind(cls, run: Run, tr: TaskResult) -> str | None:
+        """The answers' length kind of a task, or of a group's tasks together."""
+        return cls._of_tasks(run, tr, lambda x: x.length.kind if x.length is not None else None)
+
+    @classmethod
+    def _version_of(cls, run: Run, tr: TaskResult) -> str | None:
         """The task's version, or its tasks' versions together for a group."""
-        if not tr.is_group:
-            return tr.version
-        found = sorted({f"{t} {run.tasks[t].version}" for t in tr.subtasks
-                        if t in run.tasks and run.tasks[t].version is not None})
-        return "; ".join(found) or None
+        return cls._of_tasks(run, tr, lambda x: x.version)
 
     def _per_sample(self, run: Run, tr: TaskResult, name: str):
         """(doc_id -> value, doc_id -> doc_hash) from the logged samples; for a group whose
