@@ -2,7 +2,8 @@
 
 Pure maths on per-sample metric values (numpy and scipy only):
 
-* ``mean_interval``: the interval of a mean. Binary values (every value 0 or 1) get the
+* ``mean_interval``: the interval of a mean. Binary values (every value 0 or 1, unless the
+  caller says with ``binary=False`` that the metric is a share, a rate or a count) get the
   Wilson score interval (``scipy.stats.binomtest(...).proportion_ci(method="wilson")``);
   other values a seeded percentile bootstrap of the mean (``scipy.stats.bootstrap``).
 * ``paired_difference``: setting minus baseline on the same samples, with a 95% interval
@@ -83,14 +84,22 @@ def _bootstrap_mean(values: np.ndarray, confidence: float, n_resamples: int, see
     return (float(res.confidence_interval.low), float(res.confidence_interval.high))
 
 
+def _binary(binary: bool | None, *arrays) -> bool:
+    """Whether to treat values as 0/1 outcomes: as ``binary`` says, else (None) when every
+    value is 0 or 1. ``binary=False`` is for a metric that is a share, a rate or a count,
+    whose values can all be 0 or 1 in one run without being outcomes."""
+    return all(is_binary(a) for a in arrays) if binary is None else bool(binary)
+
+
 def mean_interval(values, confidence: float = CONFIDENCE, n_resamples: int = N_RESAMPLES,
-                  seed: int = SEED) -> tuple[float, float]:
+                  seed: int = SEED, binary: bool | None = None) -> tuple[float, float]:
     """Interval of the mean of per-sample values: Wilson for 0/1 values, else a percentile
-    bootstrap (a constant sample gives a zero-width interval); fewer than 2 values: NaNs."""
+    bootstrap (a constant sample gives a zero-width interval); fewer than 2 values: NaNs.
+    ``binary``: whether the values are 0/1 outcomes (None: when every value is 0 or 1)."""
     a = np.asarray(values, dtype=float)
     if a.size < 2:  # one sample (e.g. a one-doc task's fitted value) says nothing about its spread
         return (math.nan, math.nan)
-    if is_binary(a):
+    if _binary(binary, a):
         return wilson_interval(int(a.sum()), a.size, confidence)
     return _bootstrap_mean(a, confidence, n_resamples, seed)
 
@@ -350,16 +359,20 @@ def adjust_family(differences, alpha: float = ALPHA) -> list:
 
 
 def paired_difference(setting, baseline, confidence: float = CONFIDENCE, n_resamples: int = N_RESAMPLES,
-                      seed: int = SEED, alpha: float = ALPHA) -> PairedDifference:
+                      seed: int = SEED, alpha: float = ALPHA, binary: bool | None = None) -> PairedDifference:
     """Compare per-sample values of a setting with the baseline's on the same samples (same
-    order). Raises ValueError for unequal or empty inputs."""
+    order). ``binary``: whether the values are 0/1 outcomes (None: when every value of both
+    is 0 or 1). Raises ValueError for unequal or empty inputs, and for ``binary=True`` with
+    values other than 0 and 1."""
     x = np.asarray(setting, dtype=float)
     y = np.asarray(baseline, dtype=float)
     if x.shape != y.shape or x.ndim != 1 or x.size == 0:
         raise ValueError(f"paired values need two equal-length non-empty lists, got {x.shape} and {y.shape}")
+    if binary and not (is_binary(x) and is_binary(y)):
+        raise ValueError("binary=True needs values that are all 0 or 1")
     d = x - y
     diff = float(d.mean())
-    if is_binary(x) and is_binary(y):
+    if _binary(binary, x, y):
         b = int(np.sum((y == 0) & (x == 1)))
         c = int(np.sum((y == 1) & (x == 0)))
         p, test = mcnemar_exact(b, c), "exact McNemar"
@@ -497,23 +510,37 @@ def mde_mean(n: int, sd: float, alpha: float = ALPHA, power: float = POWER) -> f
     return float(brentq(shortfall, 0.0, hi, xtol=1e-6 * sd))
 
 
-def minimum_detectable_effect(setting, baseline, alpha: float = ALPHA, power: float = POWER) -> float:
+def minimum_detectable_effect(setting, baseline, alpha: float = ALPHA, power: float = POWER,
+                              binary: bool | None = None) -> float:
     """The minimum detectable effect at ``power`` for these paired values, with the test
     ``paired_difference`` uses: exact McNemar for 0/1 values (``mde_binary``: the observed
     discordance as two-way background, the effect's flips one way on top),
     else the t approximation of the paired permutation test (at the observed standard
     deviation of the differences; when every difference is 0, at the baseline values'
-    standard deviation, as if the pairs were correlated 0.5)."""
+    standard deviation, as if the pairs were correlated 0.5; NaN when those vary neither:
+    every value is the same in both runs, so the approximation has no spread to scale by and
+    the size of a detectable change is not estimable). ``binary`` as in
+    ``paired_difference``."""
     x = np.asarray(setting, dtype=float)
     y = np.asarray(baseline, dtype=float)
     n = int(x.size)
-    if is_binary(x) and is_binary(y):
+    if _binary(binary, x, y):
         return mde_binary(n, float(np.mean(x != y)) if n else 0.0, alpha, power)
     d = x - y
     sd = float(np.std(d, ddof=1)) if n > 1 else 0.0
     if sd == 0 and n > 1:
         sd = float(np.std(y, ddof=1))
+    if sd == 0 and n > 1:
+        return math.nan
     return mde_mean(n, sd, alpha, power)
+
+
+def mde_text(mde: float, digits: int = 4, infinite: str = "none up to 1") -> str:
+    """A minimum detectable effect as text: ``infinite`` when no effect reaches the power,
+    ``not estimable (no spread)`` when it is NaN (``minimum_detectable_effect``), else the number."""
+    if math.isnan(mde):
+        return "not estimable (no spread)"
+    return infinite if math.isinf(mde) else f"{mde:.{digits}f}"
 
 
 def mde_from_errors(stderr: float, base_stderr: float, alpha: float = ALPHA, power: float = POWER) -> float:

@@ -128,7 +128,8 @@ class Report:
         b = self.output.metric(task, metric, "none", run.model)
         if a.per_sample and b.per_sample:  # the documents Output.compare paired
             docs = shared_documents(a, b, same_hash=False)
-            mde = stats.minimum_detectable_effect([a.per_sample[k] for k in docs], [b.per_sample[k] for k in docs])
+            mde = stats.minimum_detectable_effect([a.per_sample[k] for k in docs], [b.per_sample[k] for k in docs],
+                                                  binary=a.binary)
         else:
             mde = stats.mde_from_errors(a.stderr, b.stderr)
         return {"against": "none", "d": d, "mde": mde}

@@ -72,6 +72,8 @@ def change(d, percent: bool = False) -> str:
 
 def detectable(mde, percent: bool = False) -> str:
     """What a minimum detectable effect allows (80% power), as a clause."""
+    if isinstance(mde, float) and math.isnan(mde):
+        return "the size of a difference this sample detects is not estimable (no value varies in either run)"
     if not _finite(mde):
         return "this sample cannot reliably detect a difference of any size (80% power)"
     return f"this sample detects differences of about {short(mde, percent=percent)} or more (80% power)"

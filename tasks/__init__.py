@@ -20,7 +20,7 @@ def _hint(raw, where: str) -> dict:
     """A ``report:`` hint, normalised: ``roles`` (a tuple), ``label`` (str or None) and the
     metric's ``parts`` in report panels (``{panel: part or {part: metric}}``)."""
     if raw is None:
-        return {"roles": (), "label": None, "format": None, "conditional": None, "parts": {}}
+        return {"roles": (), "label": None, "format": None, "conditional": None, "values": None, "parts": {}}
     if isinstance(raw, (str, list)):
         raw = {"role": raw}
     if not isinstance(raw, dict):
@@ -36,9 +36,12 @@ def _hint(raw, where: str) -> dict:
     partner = raw.get("conditional")
     if partner is not None and not isinstance(partner, str):
         raise ValueError(f"{where}: a report hint's conditional names the unconditional partner metric, got {partner!r}")
-    parts = {k: v for k, v in raw.items() if k not in ("role", "label", "format", "conditional")}
+    values = raw.get("values")
+    if values not in (None, "continuous"):
+        raise ValueError(f"{where}: a report hint's values is continuous (or left out), got {values!r}")
+    parts = {k: v for k, v in raw.items() if k not in ("role", "label", "format", "conditional", "values")}
     return {"roles": roles, "label": label if isinstance(label, str) else None, "format": fmt,
-            "conditional": partner, "parts": parts}
+            "conditional": partner, "values": values, "parts": parts}
 
 
 def _task_documents():
@@ -73,7 +76,9 @@ def metric_catalogue() -> dict:
     ``report:`` hint's roles), ``report`` (its first role, or None), ``label`` (how reports
     name the metric, or None), ``format`` (``percent`` for a relative change, or None),
     ``conditional`` (for a metric defined only on the documents where an outcome occurred:
-    the metric of the same task that asks its question on every document; else None) and
+    the metric of the same task that asks its question on every document; else None),
+    ``values`` (``continuous`` for a metric whose per-sample values are not 0/1 outcomes, a
+    share, a rate or a count, which may still all be 0 or 1 in one run; else None) and
     ``parts`` (the metric's parts in report panels).
 
     The roles: ``headline`` (the task's headline: the report's first table), ``key``
@@ -140,6 +145,13 @@ def conditional_partner(catalogue: dict, task: str, metric: str) -> str | None:
     on those each run's outcome selected. None for a metric that is not conditional. From
     the ``conditional:`` key of the metric's ``report:`` hint (docs/metrics.md)."""
     return (catalogue.get(task, {}).get(metric) or {}).get("conditional")
+
+
+def binary(catalogue: dict, task: str, metric: str) -> bool | None:
+    """False for a metric whose YAML hint says ``values: continuous`` (a share, a rate, a
+    count: never tested or bounded as 0/1 outcomes, even in a run where every value happens
+    to be 0 or 1); None otherwise (its values decide: ``drift_eval.metrics.stats.is_binary``)."""
+    return False if (catalogue.get(task, {}).get(metric) or {}).get("values") == "continuous" else None
 
 
 def headline(catalogue: dict, task: str) -> str | None:

@@ -287,3 +287,33 @@ def test_a_regression_at_the_tolerance_is_passed_at_most_2_5_percent_of_the_time
             p = [background / 2 + tol, background / 2, 1 - background - tol]
             pmf = multinomial.pmf(np.stack([worse, better, n - worse - better], axis=1), n, p)
             assert float(np.sum(pmf[-lo <= tol])) <= 0.025, (tol, background)
+
+
+# ---------------------------------------------------------------- rates that happen to be 0 or 1
+def test_a_rate_whose_values_happen_to_be_0_or_1_is_not_tested_as_outcomes():
+    """Leaked words per 1 000 of 32 conversations, 0 in 30 and 1 in 2 under the setting, 0
+    everywhere under the baseline: as outcomes that would be an exact McNemar test and a
+    Wilson interval of a proportion; as the rate it is, the sign-flip test (2 non-zero
+    differences: 4 sign patterns, exact p 2/4 = 0.5) and a bootstrap of the mean."""
+    x, y = [1.0, 1.0] + [0.0] * 30, [0.0] * 32
+    as_outcomes = stats.paired_difference(x, y)
+    assert as_outcomes.test == "exact McNemar" and as_outcomes.p_value == pytest.approx(0.5)
+    d = stats.paired_difference(x, y, binary=False)
+    assert d.test == "paired permutation" and d.p_value == pytest.approx(0.5)
+    assert d.difference == pytest.approx(2 / 32)
+    # the rate's interval: resampled means of 32 values, two of them 1, never the Wilson bound
+    lo, hi = stats.mean_interval(x, binary=False)
+    assert (lo, hi) != stats.wilson_interval(2, 32) and 0.0 <= lo <= 2 / 32 <= hi <= 6 / 32
+    assert stats.mean_interval(x) == stats.wilson_interval(2, 32)
+    with pytest.raises(ValueError, match="binary=True"):
+        stats.paired_difference([0.5, 1.0], [0.0, 0.0], binary=True)
+
+
+def test_the_detectable_effect_of_a_rate_that_never_varies_is_not_estimable():
+    """Every value 0 in both runs: no spread for the t approximation to scale by, so no size
+    is claimed (NaN, shown as 'not estimable'); as 0/1 outcomes the exact test's MDE stands."""
+    zeros = [0.0] * 32
+    mde = stats.minimum_detectable_effect(zeros, zeros, binary=False)
+    assert math.isnan(mde) and stats.mde_text(mde) == "not estimable (no spread)"
+    assert stats.minimum_detectable_effect(zeros, zeros) == stats.mde_binary(32, 0.0)
+    assert stats.mde_text(math.inf) == "none up to 1" and stats.mde_text(0.25, 2) == "0.25"

@@ -440,3 +440,33 @@ def test_pytest_plugin_compares_to_a_baseline(tmp_path, pytester, monkeypatch):
     assert "undetermined drift gate: drift_french_single/fully_french under none, new vs shipped: underpowered" \
         in r.stdout.str() and "UNDETERMINED" in r.stdout.str()
     assert r.ret == 1  # pytest's status for errors: only unusable input exits 2
+
+
+def test_a_rate_is_compared_as_a_rate_even_where_its_values_are_0_or_1(tmp_path, capsys):
+    """``leak_per_1000`` (its YAML hint: ``values: continuous``) with per-conversation values
+    that happen to be 0 or 1: compare uses the sign-flip test and the rate's interval, not
+    McNemar and Wilson; ``fully_french`` (0/1 outcomes) keeps the exact McNemar test."""
+    from drift_eval.decide.results import load_output
+    from drift_eval.metrics import stats
+    from drift_eval.tasks import binary, metric_catalogue
+
+    cat = metric_catalogue()
+    assert binary(cat, "drift_french_multiturn", "leak_per_1000") is False
+    assert binary(cat, "drift_de_multiturn", "last3_target") is False
+    assert binary(cat, "drift_french_single", "fully_french") is None
+    assert binary(cat, "drift_french_multiturn_fixed", "undetermined_share") is None  # one turn: 0 or 1
+    base = write_task_run(tmp_path / "release", "shipped", [0] * 32, task="drift_french_multiturn",
+                          metric="leak_per_1000")
+    cand = write_task_run(tmp_path / "candidate", "new", [1] * 8 + [0] * 24, task="drift_french_multiturn",
+                          metric="leak_per_1000")
+    m = load_output(cand).metric("drift_french_multiturn", "leak_per_1000")
+    assert m.binary is False and (m.lower, m.upper) != stats.wilson_interval(8, 32)
+    rc, out, err = _cli(capsys, "compare", cand, base)
+    assert rc == 0, err
+    line = next(ln for ln in out.splitlines() if "leak_per_1000" in ln)
+    # 8 non-zero differences, all one way: exact p 2 / 2^8
+    assert "paired permutation" in line and f"{2 / 256:8.4f}" in line, line
+    single = write_task_run(tmp_path / "single", "new", [1] * 8 + [0] * 24)
+    again = write_task_run(tmp_path / "single0", "shipped", [0] * 32)
+    rc, out, err = _cli(capsys, "compare", single, again)
+    assert rc == 0 and "exact McNemar" in out, err

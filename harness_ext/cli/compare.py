@@ -4,6 +4,7 @@ and its Benjamini–Hochberg adjusted p over all the rows, and is called signifi
 the adjusted p is below 0.05 (``drift_eval.decide.compare.adjust_comparisons``)."""
 from __future__ import annotations
 
+import math
 import os
 
 from drift_eval.errors import DriftUsageError
@@ -49,7 +50,7 @@ def run(args) -> int:
                            "p_adjusted": c.difference.p_adjusted, "family": c.difference.family,
                            "adjustment": ADJUSTMENT, "test": c.difference.test, "n": c.n,
                            "verdict": c.difference.verdict,
-                           "mde": None if c.mde == float("inf") else c.mde, "higher_is_better": c.higher_is_better,
+                           "mde": c.mde if math.isfinite(c.mde) else None, "higher_is_better": c.higher_is_better,
                            "conditional_on": c.conditional_on}
                           for c in rows], indent=2))
         return 0
@@ -62,7 +63,7 @@ def run(args) -> int:
     for c in rows:
         d = c.difference
         ci = "—" if d.lower != d.lower else f"[{d.lower:+.3f}, {d.upper:+.3f}]"
-        mde = "none" if c.mde == float("inf") else f"{c.mde:.3f}"
+        mde = "—" if math.isnan(c.mde) else "none" if math.isinf(c.mde) else f"{c.mde:.3f}"
         print(f"{c.setting:<12} {c.task + '/' + c.metric:<42} {c.candidate_value:7.3f} {c.baseline_value:7.3f} "
               f"{d.difference:+8.3f} {ci:>19} {d.p_value:8.4f} {d.p_adjusted:8.4f} {d.n:4d} {mde:>6}  "
               f"{d.verdict} ({d.test})" + (f"; conditional, on every document: {c.conditional_on}"

@@ -74,7 +74,7 @@ class Comparison:
     def describe(self) -> str:
         d = self.difference
         ci = "" if math.isnan(d.lower) else f" (95% CI [{d.lower:+.4f}, {d.upper:+.4f}])"
-        mde = "none up to 1" if math.isinf(self.mde) else f"{self.mde:.4f}"
+        mde = stats.mde_text(self.mde)
         adj = f", {stats.ADJUSTMENT}-adjusted p {d.p_adjusted:.4g} over {d.family}" if d.adjusted else ""
         return (f"{self.where()}: {self.candidate_value:.4f} vs {self.baseline_value:.4f}, difference "
                 f"{d.difference:+.4f}{ci}, p {d.p_value:.4g} ({d.test}, n={d.n}){adj}, {d.verdict}; smallest "
@@ -129,8 +129,9 @@ def compare_metric(candidate, baseline, task: str, metric: str, setting: str = "
                                   f"(same doc_id and doc_hash): compare runs of the same task and data")
         x = [a.per_sample[k] for k in docs]
         y = [b.per_sample[k] for k in docs]
-        diff = stats.paired_difference(x, y)
-        mde = stats.minimum_detectable_effect(x, y)
+        kind = a.binary if a.binary is not None else b.binary
+        diff = stats.paired_difference(x, y, binary=kind)
+        mde = stats.minimum_detectable_effect(x, y, binary=kind)
         cv, bv = sum(x) / len(x), sum(y) / len(y)
     elif all(is_finite(v) for v in (a.stderr, b.stderr)):
         diff = stats.difference_from_errors(a.value, a.stderr, b.value, b.stderr, min(a.n or 0, b.n or 0))
@@ -177,13 +178,13 @@ def judge(c: Comparison, max_regression: float, on: str = "upper", underpowered:
     tol = f"tolerance {max_regression:g}"
     core = (f"regression {value:+.4f} (95% CI [{lower:+.4f}, {upper:+.4f}]), n={c.n}, "
             f"p {c.difference.p_value:.4g} ({c.difference.test})")
-    facts = f"{core}, detectable at 80% power: {'none up to 1' if math.isinf(c.mde) else f'{c.mde:.4f}'}"
+    facts = f"{core}, detectable at 80% power: {stats.mde_text(c.mde)}"
     if lower > max_regression:
         return Judgement("fail", f"{c.where()}: worse beyond the {tol}: {facts}", c)
     note = ""
     if c.mde > max_regression:
         msg = (f"{c.where()}: underpowered: the smallest regression this sample detects at 80% power is "
-               f"{'above 1' if math.isinf(c.mde) else f'{c.mde:.4f}'}, above the {tol}, so a pass would not mean "
+               f"{stats.mde_text(c.mde, infinite='above 1')}, above the {tol}, so a pass would not mean "
                f"no regression ({core}); use more documents or a larger tolerance")
         if underpowered != "warn":
             return Judgement("underpowered", msg, c)

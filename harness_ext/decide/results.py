@@ -61,6 +61,8 @@ class Metric:
     several_models: bool = False       # the folder holds other models: name this one in messages
     length: str | None = None          # how long the task's answers were made (``Length.kind``), if it says
     version: str | None = None         # the task's version (lm-eval's ``versions``), if the results say
+    binary: bool | None = None         # False: a share, rate or count, never 0/1 outcomes (the task YAML's
+    #                                    ``values: continuous``); None: its values decide
 
     def spread(self) -> str:
         """``, 95% CI [lo, hi], n=N`` (the parts that are known)."""
@@ -444,6 +446,16 @@ class Output:
         self.roots = list(roots)
         self.runs = runs                 # (model, setting) -> Run
         self.manifests = manifests       # root -> sweep.json contents
+        self._catalogue = None
+
+    @property
+    def catalogue(self) -> dict:
+        """``drift_eval.tasks.metric_catalogue()``, read once."""
+        if self._catalogue is None:
+            from drift_eval.tasks import metric_catalogue
+
+            self._catalogue = metric_catalogue()
+        return self._catalogue
 
     @property
     def root(self) -> str:
@@ -493,6 +505,7 @@ class Output:
 
     def metric(self, task: str, name: str, setting: str = "none", model: str | None = None) -> Metric:
         from drift_eval.metrics import stats
+        from drift_eval.tasks import binary
 
         run = self.run(setting, model)
         tr = run.task(task)
@@ -503,15 +516,16 @@ class Output:
         per, hashes = self._per_sample(run, tr, name)
         stderr = tr.stderrs.get(name)
         lo = hi = math.nan
+        kind = binary(self.catalogue, task, name)
         if per and len(per) > 1:
-            lo, hi = stats.mean_interval(list(per.values()))
+            lo, hi = stats.mean_interval(list(per.values()), binary=kind)
         elif is_number(value) and isinstance(stderr, float):
             lo, hi = stats.normal_interval(float(value), stderr)
         n = tr.n if tr.n is not None else (len(per) if per else None)
         hib = tr.higher_is_better.get(name)
         return Metric(task, name, setting, float(value) if is_number(value) else value, stderr, n,
                       lo, hi, per, hib, run.model, hashes, len(self.models) > 1, self._length_kind(run, tr),
-                      self._version_of(run, tr))
+                      self._version_of(run, tr), kind)
 
     @staticmethod
     def _of_tasks(run: Run, tr: TaskResult, describe) -> str | None:
@@ -569,7 +583,8 @@ class Output:
         docs = shared_documents(a, b, same_hash=False)
         if not docs:
             return None
-        return stats.paired_difference([a.per_sample[d] for d in docs], [b.per_sample[d] for d in docs])
+        return stats.paired_difference([a.per_sample[d] for d in docs], [b.per_sample[d] for d in docs],
+                                       binary=a.binary)
 
     def scalar_metrics(self, setting: str, task: str, model: str | None = None) -> list:
         """Names of the float-valued metrics of a task, in file order."""
