@@ -92,14 +92,19 @@ def _binary(binary: bool | None, *arrays) -> bool:
 
 
 def mean_interval(values, confidence: float = CONFIDENCE, n_resamples: int = N_RESAMPLES,
-                  seed: int = SEED, binary: bool | None = None) -> tuple[float, float]:
+                  seed: int = SEED, binary: bool | None = None, share: bool = False) -> tuple[float, float]:
     """Interval of the mean of per-sample values: Wilson for 0/1 values, else a percentile
     bootstrap (a constant sample gives a zero-width interval); fewer than 2 values: NaNs.
-    ``binary``: whether the values are 0/1 outcomes (None: when every value is 0 or 1)."""
+    ``binary``: whether the values are 0/1 outcomes (None: when every value is 0 or 1).
+    ``share``: the values are shares between 0 and 1; when every one is 0 (or every one 1),
+    the interval is Wilson's for 0 (n) successes of n, not a point: a share of mean m is 1
+    with probability at most m (and 0 with probability at most 1 − m), so n ones are at most
+    as likely as n successes of a proportion m, and at these outcomes the bound misses a
+    share's mean no more often than a proportion's."""
     a = np.asarray(values, dtype=float)
     if a.size < 2:  # one sample (e.g. a one-doc task's fitted value) says nothing about its spread
         return (math.nan, math.nan)
-    if _binary(binary, a):
+    if _binary(binary, a) or (share and (np.all(a == 0) or np.all(a == 1))):
         return wilson_interval(int(a.sum()), a.size, confidence)
     return _bootstrap_mean(a, confidence, n_resamples, seed)
 

@@ -37,8 +37,8 @@ def _hint(raw, where: str) -> dict:
     if partner is not None and not isinstance(partner, str):
         raise ValueError(f"{where}: a report hint's conditional names the unconditional partner metric, got {partner!r}")
     values = raw.get("values")
-    if values not in (None, "continuous"):
-        raise ValueError(f"{where}: a report hint's values is continuous (or left out), got {values!r}")
+    if values not in (None, "continuous", "share"):
+        raise ValueError(f"{where}: a report hint's values is continuous or share (or left out), got {values!r}")
     parts = {k: v for k, v in raw.items() if k not in ("role", "label", "format", "conditional", "values")}
     return {"roles": roles, "label": label if isinstance(label, str) else None, "format": fmt,
             "conditional": partner, "values": values, "parts": parts}
@@ -77,8 +77,9 @@ def metric_catalogue() -> dict:
     name the metric, or None), ``format`` (``percent`` for a relative change, or None),
     ``conditional`` (for a metric defined only on the documents where an outcome occurred:
     the metric of the same task that asks its question on every document; else None),
-    ``values`` (``continuous`` for a metric whose per-sample values are not 0/1 outcomes, a
-    share, a rate or a count, which may still all be 0 or 1 in one run; else None) and
+    ``values`` (``share`` for a per-sample share between 0 and 1, ``continuous`` for another
+    rate or count: values that are not 0/1 outcomes, though they may all be 0 or 1 in one
+    run; else None) and
     ``parts`` (the metric's parts in report panels).
 
     The roles: ``headline`` (the task's headline: the report's first table), ``key``
@@ -148,10 +149,16 @@ def conditional_partner(catalogue: dict, task: str, metric: str) -> str | None:
 
 
 def binary(catalogue: dict, task: str, metric: str) -> bool | None:
-    """False for a metric whose YAML hint says ``values: continuous`` (a share, a rate, a
-    count: never tested or bounded as 0/1 outcomes, even in a run where every value happens
-    to be 0 or 1); None otherwise (its values decide: ``drift_eval.metrics.stats.is_binary``)."""
-    return False if (catalogue.get(task, {}).get(metric) or {}).get("values") == "continuous" else None
+    """False for a metric whose YAML hint says ``values: continuous`` or ``values: share`` (a
+    rate, a count, a share: never tested or bounded as 0/1 outcomes, even in a run where
+    every value happens to be 0 or 1); None otherwise (its values decide:
+    ``drift_eval.metrics.stats.is_binary``)."""
+    return False if (catalogue.get(task, {}).get(metric) or {}).get("values") in ("continuous", "share") else None
+
+
+def share(catalogue: dict, task: str, metric: str) -> bool:
+    """Whether the metric's per-sample values are shares between 0 and 1 (``values: share``)."""
+    return (catalogue.get(task, {}).get(metric) or {}).get("values") == "share"
 
 
 def headline(catalogue: dict, task: str) -> str | None:

@@ -317,3 +317,24 @@ def test_the_detectable_effect_of_a_rate_that_never_varies_is_not_estimable():
     assert math.isnan(mde) and stats.mde_text(mde) == "not estimable (no spread)"
     assert stats.minimum_detectable_effect(zeros, zeros) == stats.mde_binary(32, 0.0)
     assert stats.mde_text(math.inf) == "none up to 1" and stats.mde_text(0.25, 2) == "0.25"
+
+
+def test_a_share_that_is_1_in_every_conversation_gets_a_proportions_bound_not_a_point():
+    """French in the last three turns of 32 conversations, all 1: a bootstrap of the mean
+    is the point [1, 1]; a share of mean m is 1 with probability at most m, so 32 ones are
+    at most as likely as 32 successes of a proportion m, and Wilson's bound for 32 of 32
+    applies. A rate that is 0 everywhere (not a share) keeps the bootstrap's point."""
+    ones = [1.0] * 32
+    assert stats.mean_interval(ones, binary=False) == (1.0, 1.0)
+    lo, hi = stats.mean_interval(ones, binary=False, share=True)
+    assert (lo, hi) == stats.wilson_interval(32, 32) and hi == pytest.approx(1.0) and round(lo, 2) == 0.89
+    assert stats.mean_interval([0.0] * 32, binary=False, share=True) == stats.wilson_interval(0, 32)
+    assert stats.mean_interval([0.0] * 32, binary=False) == (0.0, 0.0)
+    mixed = [1.0] * 30 + [2 / 3, 1 / 3]  # not constant: the bootstrap, as for any share
+    assert stats.mean_interval(mixed, binary=False, share=True) == stats.mean_interval(mixed, binary=False)
+    # the bound's premise, by enumeration: a share in {0, 1/3, 2/3, 1} with mean m is 1 with probability <= m
+    for p in itertools.product(np.linspace(0, 1, 6), repeat=3):
+        probs = np.array([*p, max(0.0, 1 - sum(p))])
+        if abs(probs.sum() - 1) < 1e-9:
+            m = float(np.dot(probs, [0, 1 / 3, 2 / 3, 1]))
+            assert probs[3] <= m + 1e-12

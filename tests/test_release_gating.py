@@ -448,13 +448,15 @@ def test_a_rate_is_compared_as_a_rate_even_where_its_values_are_0_or_1(tmp_path,
     McNemar and Wilson; ``fully_french`` (0/1 outcomes) keeps the exact McNemar test."""
     from drift_eval.decide.results import load_output
     from drift_eval.metrics import stats
-    from drift_eval.tasks import binary, metric_catalogue
+    from drift_eval.tasks import binary, metric_catalogue, share
 
     cat = metric_catalogue()
     assert binary(cat, "drift_french_multiturn", "leak_per_1000") is False
     assert binary(cat, "drift_de_multiturn", "last3_target") is False
     assert binary(cat, "drift_french_single", "fully_french") is None
     assert binary(cat, "drift_french_multiturn_fixed", "undetermined_share") is None  # one turn: 0 or 1
+    assert share(cat, "drift_french_multiturn", "last3_french") and not share(cat, "drift_french_multiturn",
+                                                                              "leak_per_1000")
     base = write_task_run(tmp_path / "release", "shipped", [0] * 32, task="drift_french_multiturn",
                           metric="leak_per_1000")
     cand = write_task_run(tmp_path / "candidate", "new", [1] * 8 + [0] * 24, task="drift_french_multiturn",
