@@ -62,7 +62,7 @@ class Metric:
     length: str | None = None          # how long the task's answers were made (``Length.kind``), if it says
     version: str | None = None         # the task's version (lm-eval's ``versions``), if the results say
     binary: bool | None = None         # False: a share, rate or count, never 0/1 outcomes (the task YAML's
-    #                                    ``values: continuous``); None: its values decide
+    #                                    ``values: share`` or ``continuous``); None: its values decide
 
     def spread(self) -> str:
         """``, 95% CI [lo, hi], n=N`` (the parts that are known)."""
