@@ -9,7 +9,7 @@ import re
 
 from drift_eval.metrics import stats
 from drift_eval.reports.svg import PALETTE, line_plot
-from drift_eval.tasks import headline, label, metric_catalogue, task_info
+from drift_eval.tasks import headline, label, task_info
 
 
 def finite(v) -> bool:
@@ -46,7 +46,7 @@ class Report:
         from drift_eval.decide.gate import gate, resolve_baseline
 
         self.output = output
-        self.cat = metric_catalogue()
+        self.cat = output.catalogue
         self.tasks = task_info()
         self.records = []
         self.plots = []

@@ -112,11 +112,9 @@ def shared_documents(a, b, same_hash: bool = True) -> list:
 
 
 def compare_metric(candidate, baseline, task: str, metric: str, setting: str = "none",
-                   candidate_model: str | None = None, baseline_model: str | None = None,
-                   catalogue: dict | None = None) -> Comparison:
+                   candidate_model: str | None = None, baseline_model: str | None = None) -> Comparison:
     """``candidate`` and ``baseline``: loaded results (``Output``), possibly the same folder
-    with two model names. ``catalogue``: ``drift_eval.tasks.metric_catalogue()``, when the
-    caller has it (read here otherwise)."""
+    with two model names."""
     a = candidate.metric(task, metric, setting, model=candidate_model)
     b = baseline.metric(task, metric, setting, model=baseline_model)
     names = (a.model, b.model)
@@ -129,9 +127,8 @@ def compare_metric(candidate, baseline, task: str, metric: str, setting: str = "
                                   f"(same doc_id and doc_hash): compare runs of the same task and data")
         x = [a.per_sample[k] for k in docs]
         y = [b.per_sample[k] for k in docs]
-        kind = a.binary if a.binary is not None else b.binary
-        diff = stats.paired_difference(x, y, binary=kind)
-        mde = stats.minimum_detectable_effect(x, y, binary=kind)
+        diff = stats.paired_difference(x, y, binary=a.binary)  # one task and metric: b.binary is the same
+        mde = stats.minimum_detectable_effect(x, y, binary=a.binary)
         cv, bv = sum(x) / len(x), sum(y) / len(y)
     elif all(is_finite(v) for v in (a.stderr, b.stderr)):
         diff = stats.difference_from_errors(a.value, a.stderr, b.value, b.stderr, min(a.n or 0, b.n or 0))
@@ -141,10 +138,10 @@ def compare_metric(candidate, baseline, task: str, metric: str, setting: str = "
         raise DriftUsageError(f"{task}/{metric} under {setting} has neither logged samples nor a standard error in "
                               f"both runs: rerun with --log_samples")
     hib = a.higher_is_better if a.higher_is_better is not None else b.higher_is_better
-    from drift_eval.tasks import conditional_partner, metric_catalogue
+    from drift_eval.tasks import conditional_partner
 
     return Comparison(task, metric, setting, names[0], names[1], cv, bv, diff, mde, hib,
-                      conditional_partner(catalogue if catalogue is not None else metric_catalogue(), task, metric))
+                      conditional_partner(candidate.catalogue, task, metric))
 
 
 @dataclass(frozen=True)
@@ -238,10 +235,7 @@ def compare_models(candidate, baseline, candidate_model: str | None = None, base
                    headline_only: bool = False) -> list:
     """Comparisons of every setting both models ran, on ``compared_metrics``; metrics that
     cannot be compared (no samples nor standard errors, no shared document) are left out."""
-    from drift_eval.tasks import metric_catalogue
-
     cm, bm = candidate.model(candidate_model), baseline.model(baseline_model)
-    cat = metric_catalogue()
     out = []
     for setting in candidate.settings_of(cm):
         base_run = baseline.runs.get((bm, setting))
@@ -249,7 +243,7 @@ def compare_models(candidate, baseline, candidate_model: str | None = None, base
             continue
         for task, metric in compared_metrics(candidate.runs[(cm, setting)], base_run, headline_only):
             try:
-                out.append(compare_metric(candidate, baseline, task, metric, setting, cm, bm, cat))
+                out.append(compare_metric(candidate, baseline, task, metric, setting, cm, bm))
             except NotTheSameTest:
                 raise
             except DriftUsageError:
