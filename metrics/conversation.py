@@ -13,8 +13,12 @@ LATE_TURNS = 3
 
 
 def reply_language(text: str, lang: str = "fr") -> str:
-    """A reply's language: the segment rule (``langid.label_segments``) on the whole reply."""
-    return langid.label_segments([text or ""], target=lang)[0].lang
+    """A reply's timeline entry: the segment rule (``langid.label_segments``) on the whole
+    reply, as one segment: its language when it is written in one, else ``degenerate`` (a
+    loop, made-up words) or ``unreadable`` (an empty reply, code or digits only: a reply of
+    code only is no reply in any language)."""
+    entry = langid.label_segments([text or ""], target=lang)[0].entry
+    return langid.UNREADABLE if entry == langid.CODE else entry
 
 
 def leaked(text: str, instruction: str = "", lang: str = "fr") -> tuple[int, int]:
@@ -33,12 +37,12 @@ def defined_share(values: list) -> float | None:
 
 def score_conversation(replies: list[str], lang: str = "fr", first_turn: int = 1, instruction: str = "") -> dict:
     """Per-turn and whole-conversation scores; turns are numbered from ``first_turn``;
-    ``instruction``: the system prompt, whose restatements count as leaks. A
-    reply whose language is unknown is an *undetermined* turn: ``french_turn_k`` is None
-    there, and the conversation's French metrics are taken over its determined turns
-    (None when no turn is determined)."""
+    ``instruction``: the system prompt, whose restatements count as leaks. A turn counts for
+    ``lang`` only when its reply is kept (``reply_language`` is ``lang``): a reply in another
+    language, a loop, made-up words or an unreadable reply is a turn not kept, and every
+    conversation is scored (docs/metrics.md, "Conversations")."""
     languages = [reply_language(r, lang) for r in replies]
-    french = [None if x == langid.UNKNOWN else float(x == lang) for x in languages]
+    french = [float(x == lang) for x in languages]
     leaks = [leaked(r, instruction, lang) for r in replies]
     echo = [float(drift.restates_instruction(r, instruction, lang=lang)) for r in replies]
     late = echo[1:][-LATE_TURNS:]  # the last three turns, turn 1 left out
@@ -51,11 +55,11 @@ def score_conversation(replies: list[str], lang: str = "fr", first_turn: int = 1
         out[f"words_turn_{t}"] = float(n)
         out[f"echo_turn_{t}"] = echo[i]
     total_words = sum(n for _, n in leaks)
-    determined = [fr for fr in french if fr is not None]
     out.update(
         last3_french=defined_share(french[-3:]),
-        all_turns_french=float(all(determined)) if determined else None,
-        undetermined_share=sum(fr is None for fr in french) / len(french) if french else 1.0,
+        all_turns_french=float(drift.kept(languages, lang)),
+        time_in_french=drift.time_kept(languages, lang),
+        **drift.cause_scores(languages, lang),
         late_echo=late_echo,
         late_echo_minus_first=late_echo - echo[0] if late_echo is not None else None,
         leak_per_1000=1000.0 * sum(lk for lk, _ in leaks) / total_words if total_words else None,

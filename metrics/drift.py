@@ -125,10 +125,12 @@ def drift_onset(timeline: list[str], lang: str = "fr") -> float | None:
 
 
 def first_foreign(timeline: list[str], lang: str = "fr") -> int | None:
-    """Index of the first known segment not in ``lang``; None when there is none (the
-    answer never left ``lang``, or, for an undetermined answer, nothing is known:
+    """Index of the first segment not kept in ``lang``: another language, degenerate or
+    unreadable (task versions before 4.0 and 2.0: the first known segment not in ``lang``,
+    an ``unknown`` one passed over); code is passed over too. None when there is none (the
+    answer never left ``lang``, or, for an older undetermined answer, nothing is known:
     ``determined`` tells the two apart)."""
-    return next((i for i, seg in enumerate(timeline) if seg != langid.UNKNOWN and seg != lang), None)
+    return next((i for i, seg in enumerate(timeline) if seg not in (langid.UNKNOWN, langid.CODE, lang)), None)
 
 
 def answer_times(answers, lang: str = "fr") -> tuple[list, list] | None:
@@ -254,62 +256,131 @@ def lcb_line_pass(text: str, lang: str = "fr", threshold: float = 0.3, min_token
     return float(all(p and p[0][0] == lang and p[0][1] > threshold for p in preds))
 
 
-def _timeline(text: str, lang: str, segment_size: int, answer_context: bool = False):
-    if not text:
-        return []
-    if answer_context:
-        return langid.label_answer(text, lang, size=segment_size)
-    return langid.label_segments(langid.segments(text, segment_size), target=lang)
+def timeline_labels(text: str, lang: str, segment_size: int = SEGMENT_TOKENS) -> list:
+    """Each segment of an answer under the segment rule (``langid.label_answer``: cleaned with
+    the whole answer's code and quotations in view; a short last piece joins the one before
+    it); an empty answer is one unreadable segment."""
+    labels = langid.label_answer(text, lang, size=segment_size, whole_tail=True) if text else []
+    return labels or [langid.SegmentLabel(langid.UNKNOWN, 0.0, langid.UNKNOWN, 0.0, "too_short")]
 
 
-def _all_french(labels, lang) -> float | None:
-    """``all_in`` of the labels, or None when none is known (not defined)."""
-    return float(all_in([x.lang for x in labels], lang)) if any(x.known for x in labels) else None
+def _prose(entries: list[str]) -> list[str]:
+    """The parts that are not code: a fenced code block neither keeps nor loses a language."""
+    return [e for e in entries if e != langid.CODE]
+
+
+def kept(entries: list[str], lang: str = "fr") -> bool:
+    """Whether every part (segment or turn) of an answer or conversation is kept: written in
+    ``lang`` (its timeline entry is ``lang``: ``SegmentLabel.entry``), code aside; False
+    when nothing but code is there (an answer of code only is unreadable)."""
+    prose = _prose(entries)
+    return bool(prose) and all(e == lang for e in prose)
+
+
+#: why an answer or a conversation was not kept, first cause first (``loss_cause``)
+CAUSES = ("left", "degenerate", "unreadable")
+
+
+def loss_cause(entries: list[str], lang: str = "fr") -> str | None:
+    """Why the parts ``entries`` (timeline entries: a language, ``degenerate`` or
+    ``unreadable``) were not kept: ``left`` when a part is written in another language,
+    else ``degenerate`` when a part is a loop or made-up words, else ``unreadable``; None
+    when every part is kept. One cause per sample, so that the causes and the kept share
+    add up to 1."""
+    if kept(entries, lang):
+        return None
+    if left_for(entries, lang) is not None:
+        return "left"
+    return "degenerate" if langid.DEGENERATE in entries else "unreadable"
+
+
+def left_for(entries: list[str], lang: str = "fr") -> str | None:
+    """The first other language that the parts ``entries`` are written in (None: none)."""
+    return next((e for e in entries if e not in (lang, langid.DEGENERATE, langid.UNREADABLE, langid.CODE,
+                                                 langid.UNKNOWN)), None)
+
+
+def left_languages(values) -> str:
+    """lm-eval aggregation of ``left_for``: each language left for, with its number of
+    samples, most first (``en 12, zh 3``), or ``none``."""
+    counts: dict = {}
+    for v in values:
+        if isinstance(v, str) and v:
+            counts[v] = counts.get(v, 0) + 1
+    return ", ".join(f"{k} {n}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) or "none"
+
+
+def cause_scores(entries: list[str], lang: str = "fr") -> dict:
+    """The split of "not kept" by cause (``loss_cause``), one 0/1 value each, and the
+    language left for."""
+    cause = loss_cause(entries, lang)
+    return {**{f"not_kept_{c}": float(cause == c) for c in CAUSES}, "left_for": left_for(entries, lang)}
+
+
+def time_kept(entries: list[str], lang: str = "fr", sizes: list[int] | None = None) -> float:
+    """The share of an answer (or conversation) that is kept before its first part that is
+    not, in the parts' own sizes (``sizes``: metric tokens per segment; default: one per
+    turn); 1 when every part is kept, 0 for none. Every answer is measured to its own end,
+    so a dense script or a loop that holds fewer words per model token does not end the
+    count early (docs/metrics.md, "Time in the language"). Code does not end it; an answer
+    of code only has no time in the language."""
+    sizes = sizes or [1] * len(entries)
+    total = sum(sizes)
+    if not total or not _prose(entries):
+        return 0.0
+    first = next((i for i, e in enumerate(entries) if e not in (lang, langid.CODE)), None)
+    return 1.0 if first is None else sum(sizes[:first]) / total
+
+
+def _kept_share(entries: list[str], lang: str) -> float | None:
+    """Kept parts / parts, code aside (0 when there is only code; None with no part)."""
+    prose = _prose(entries)
+    return sum(e == lang for e in prose) / len(prose) if prose else (0.0 if entries else None)
 
 
 def score_response(text: str, instruction: str = "", lang: str = "fr", segment_size: int = SEGMENT_TOKENS,
-                   meta: dict | None = None, answer_context: bool = False) -> dict:
+                   meta: dict | None = None) -> dict:
     """Every per-sample value of the single-turn task (docs/metrics.md). ``meta``: what the
     backend measured (``drift_eval.plugin.answers``: ``tokens``, ``natural_end``,
-    ``natural_end_chars``); values that are not defined for this answer are ``None``. An
-    undetermined answer (no segment of known language) has ``None`` for every metric that
-    needs its language, and ``undetermined_share`` 1. ``answer_context``: each segment is
-    cleaned with the whole answer's code blocks and quotations in view
-    (``langid.label_answer``; drift_languages); without it each is cleaned alone, as
-    drift_french's published scores were."""
+    ``natural_end_chars``); values that are not defined for this answer are ``None``.
+    A segment counts for ``lang`` only when it is kept: written in ``lang``, not a loop,
+    and words of ``lang`` (``langid.label_answer``); every answer is scored, an empty or
+    unreadable one as not kept."""
     meta = meta or {}
-    labels = _timeline(text, lang, segment_size, answer_context)
-    timeline = [x.lang for x in labels]
-    known = [s for s in timeline if s != langid.UNKNOWN]
-    decided = bool(known)
-    starts = starts_in(timeline, lang)
+    labels = timeline_labels(text, lang, segment_size)
+    timeline = [x.entry for x in labels]
+    sizes = [len(langid.tokens(text[a:b])) for a, b in langid.segment_spans(text, segment_size, whole_tail=True)]
+    prose = _prose(timeline)
+    starts = bool(prose) and prose[0] == lang
+    later = any(e != lang for e in prose[1:])
     _, second = langid.halves(text)
     second_lang = langid.identify(second).lang
     detected = langid.langdetect_lang(text)
     end, chars, tokens = meta.get("natural_end"), meta.get("natural_end_chars"), meta.get("tokens")
     ended = end is not None and chars is not None
-    before = _timeline(text[:chars], lang, segment_size, answer_context) if ended else labels
-    after = [x.lang for x in _timeline(text[chars:], lang, segment_size, answer_context) if x.known] if ended else []
+    before = [x.entry for x in timeline_labels(text[:chars], lang, segment_size)] if ended and text[:chars] \
+        else None if ended else timeline
+    after = [x.entry for x in langid.label_answer(text[chars:], lang, size=segment_size, whole_tail=True)] \
+        if ended else []
     loops = [x.degenerate >= langid.SegmentRule.degenerate for x in labels]
     return {
-        "fully_french": float(all_in(timeline, lang)) if decided else None,
-        "french_fraction": sum(s == lang for s in known) / len(known) if decided else None,
-        "starts_french": float(starts) if decided else None,
-        "drift_given_start": float(any(s != lang for s in known[1:])) if starts else None,
-        "started_then_left": float(starts and any(s != lang for s in known[1:])) if decided else None,
-        "undetermined_share": 0.0 if decided else 1.0,
-        "known_share": known_share(timeline),
+        "fully_french": float(kept(timeline, lang)),
+        "french_fraction": _kept_share(timeline, lang),
+        "time_in_french": time_kept(timeline, lang, sizes),
+        "starts_french": float(starts),
+        "drift_given_start": float(later) if starts else None,
+        "started_then_left": float(starts and later),
+        **cause_scores(timeline, lang),
         "second_half_french": float(second_lang == lang) if second_lang != langid.UNKNOWN else None,
         "echo_rate": float(restates_instruction(second, instruction, lang=lang)),
         "line_pass_rate": line_pass_rate(text, lang),
         "lcb_lpr": lcb_line_pass(text, lang),
         "langdetect_french": float(detected == lang) if detected != langid.UNKNOWN else None,
-        "degenerate_share": sum(loops) / len(loops) if loops else 0.0,
+        "degenerate_share": sum(loops) / len(loops),
         "natural_end": end,
         "natural_end_share": end / tokens if end is not None and tokens else None,
-        "fully_french_before_end": _all_french(before, lang),
-        "french_after_end": sum(s == lang for s in after) / len(after) if after else None,
-        "drift_onset": drift_onset(timeline, lang),
+        "fully_french_before_end": float(kept(before, lang)) if before else None,
+        "french_after_end": _kept_share(after, lang),
         "language_timeline": timeline,
         "language_scores": [round(x.score, 4) for x in labels],
     }

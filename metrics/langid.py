@@ -17,9 +17,17 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from drift_eval.metrics.text import MARKS, WORD_RE
+from drift_eval.metrics.text import MARKS, SCRIPT_LETTERS, WORD_RE
 
 UNKNOWN = "unknown"
+#: the version of the segment rule: what a segment's language and status are. Bump it with
+#: any change to the rule's code, settings, language facts or word lists (``rule_fingerprint``
+#: tells): every held-out set records the version and fingerprint it was drawn for, and a
+#: changed rule needs a fresh draw (tests/test_langid_heldout.py)
+RULE_VERSION = "2.0"
+#: the files whose bytes are the rule (beside this one): the word tokens, the language facts,
+#: the word lists' reader
+RULE_FILES = ("langid.py", "text.py", "languages.py", "languages.json", "lexicon.py")
 #: tokens as the metrics count them: words (``text.WORD_RE``: a run of word characters, or
 #: one Han or kana character) or single punctuation marks (model-independent)
 TOKEN_RE = re.compile(rf"{WORD_RE.pattern}|[^\w\s{MARKS}]", re.UNICODE)
@@ -118,6 +126,23 @@ def check_model_file(path: str | None = None) -> str:
     return path
 
 
+def rule_fingerprint() -> str:
+    """SHA-256 over everything that decides a segment's language and status: the rule's
+    source files (``RULE_FILES``), the fastText model file in use, and wordfreq's list files
+    of the 14 targets, of English and of every language a segment can be given and checked
+    against (all of wordfreq's lists). Any change to one of them changes the fingerprint."""
+    from drift_eval.metrics import lexicon
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.sha256(f"rule {RULE_VERSION}; wordfreq {lexicon.WORDFREQ_VERSION}\n".encode())
+    paths = [os.path.join(here, name) for name in RULE_FILES] + [check_model_file()] + lexicon.list_files(
+        lexicon.available())
+    for path in paths:
+        with open(path, "rb") as fh:
+            digest.update(os.path.basename(path).encode() + b"\0" + hashlib.sha256(fh.read()).digest())
+    return digest.hexdigest()
+
+
 def _load():
     global _model
     with _lock:
@@ -155,17 +180,21 @@ def identify_many(texts: list[str], min_words: int = MIN_WORDS) -> list[LangPred
     return out
 
 
-def segments(text: str, size: int = 128) -> list[str]:
+def segments(text: str, size: int = 128, whole_tail: bool = False) -> list[str]:
     """Consecutive pieces of ``text`` holding ``size`` metric tokens each (see ``TOKEN_RE``;
     the last may hold fewer), cut from the text itself so that line breaks, code fences and
-    quotes stay as they were."""
-    return [text[a:b] for a, b in segment_spans(text, size)]
+    quotes stay as they were. ``whole_tail``: a last piece of fewer than ``size // 2`` tokens
+    joins the one before it, so that no segment is too short to be read (``segment_spans``)."""
+    return [text[a:b] for a, b in segment_spans(text, size, whole_tail)]
 
 
-def segment_spans(text: str, size: int = 128) -> list[tuple[int, int]]:
+def segment_spans(text: str, size: int = 128, whole_tail: bool = False) -> list[tuple[int, int]]:
     """Character spans of ``segments``: each runs from its first token's start to the next
     segment's first token's start (the last to the end of the text)."""
-    starts = [m.start() for m in TOKEN_RE.finditer(text or "")][::size]
+    found = [m.start() for m in TOKEN_RE.finditer(text or "")]
+    starts = found[::size]
+    if whole_tail and len(starts) > 1 and len(found) - (len(starts) - 1) * size < size // 2:
+        starts.pop()
     return [(a, b) for a, b in zip(starts, [*starts[1:], len(text or "")])]
 
 
@@ -220,12 +249,24 @@ class SegmentRule:
     kana_share: float = 0.05        # kana among the Han and kana characters from this share on: Japanese
     same_script_margin: float = 0.3  # non-Latin target in fastText's top 3 within this of a same-script top label
     same_script_loop_confidence: float = 0.9  # a loop given to a same-script neighbour below this: unknown
+    other_known_min: float = 0.5    # a segment given to another language with fewer of its words known: made up
     # each step can be switched off, for the ablations of benchmarks/answer_set.py
     cleaning: bool = True           # code, URLs, quotes, names and markup removed before fastText
     target_grammar: bool = True     # the target's function words decide
     margin_step: bool = True        # the target within ``margin`` of the top label decides
     english_grammar: bool = True    # English function words turn a third-language label into English
     loop_step: bool = True          # a low-confidence loop is unknown
+    # whether the text is language (rule 2.0): each can be switched off for the ablations
+    target_loop_step: bool = True   # a loop in the target language is degenerate, not kept
+    word_step: bool = True          # made-up words (too few found in the word list) are degenerate
+
+
+#: what a segment is, beyond its language: kept (written in the target), left (written in
+#: another language), degenerate (a loop, or made-up words), unreadable (no language to
+#: tell: too short once names and markup are gone, digits and symbols) or code (a fenced
+#: code block and too few words around it: it neither keeps nor loses the answer's language)
+KEPT, LEFT, DEGENERATE, UNREADABLE, CODE = "kept", "left", "degenerate", "unreadable", "code"
+STATUSES = (KEPT, LEFT, DEGENERATE, UNREADABLE, CODE)
 
 
 @dataclass(frozen=True)
@@ -235,10 +276,19 @@ class SegmentLabel:
     fasttext: str         # fastText's top label on the cleaned text
     degenerate: float     # share of the segment's word 4-grams seen earlier in the answer
     reason: str           # what decided: fasttext, function_words, margin, loop, too_short, script, alias
+    status: str = UNREADABLE  # kept, left, degenerate or unreadable (``STATUSES``)
+    known_words: float | None = None  # share of its words in the word list of its language (``lexicon``)
 
     @property
     def known(self) -> bool:
         return self.lang != UNKNOWN
+
+    @property
+    def entry(self) -> str:
+        """The segment in a language timeline: its language when it is written in one (kept
+        or left), else its status (``degenerate``, ``unreadable``)."""
+        return self.lang if self.status in (KEPT, LEFT) else self.status
+
 
 
 def clean_for_lid(text: str) -> str:
@@ -251,26 +301,14 @@ def clean_for_lid(text: str) -> str:
     return " ".join(text.split())
 
 
-#: the letters of each script (a word counts for the script of its first letter) (``languages.SCRIPTS``)
-_SCRIPT_RE = {
-    "Latn": re.compile(r"[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff]"),
-    "Cyrl": re.compile(r"[\u0400-\u04ff\u0500-\u052f]"),
-    "Arab": re.compile(r"[\u0620-\u064a\u066e-\u06d3\u06fa-\u06ff\u0750-\u077f\ufb50-\ufdff\ufe70-\ufefc]"),
-    "Deva": re.compile(r"[\u0900-\u0963\u0972-\u097f]"),
-    "Hang": re.compile(r"[\uac00-\ud7a3\u1100-\u11ff\u3131-\u318e]"),
-    "Kana": re.compile(r"[\u3041-\u3096\u30a1-\u30fa\u31f0-\u31ff\uff66-\uff9d]"),
-    "Hani": re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"),
-}
-
-
 def script_counts(text: str) -> dict:
     """The number of words (``WORD_RE``: a Han or kana character is one) of each script in
     ``text`` (``languages.SCRIPTS``), by each word's first letter; words of digits or of
     another script are not counted. Words, not letters: a Latin name of twelve letters
     weighs as much as one Chinese character, not twelve."""
-    counts = dict.fromkeys(_SCRIPT_RE, 0)
+    counts = dict.fromkeys(SCRIPT_LETTERS, 0)
     for word in WORD_RE.findall(text or ""):
-        for name, r in _SCRIPT_RE.items():
+        for name, r in SCRIPT_LETTERS.items():
             if r.match(word):
                 counts[name] += 1
                 break
@@ -316,10 +354,10 @@ def opened_at(text: str, starts: list[int]) -> list[str]:
 
 
 def label_answer(text: str, target: str = "fr", rule: SegmentRule = SegmentRule(),
-                 size: int = 128) -> list[SegmentLabel]:
+                 size: int = 128, whole_tail: bool = False) -> list[SegmentLabel]:
     """The language of each ``size``-token segment of one answer (``segments``), each cleaned
     with the answer's code blocks and quotations in view (``opened_at``)."""
-    spans = segment_spans(text, size)
+    spans = segment_spans(text, size, whole_tail)
     return label_segments([text[a:b] for a, b in spans], target, rule, opened=opened_at(text, [a for a, _ in spans]))
 
 
@@ -341,18 +379,69 @@ def label_segments(pieces: list[str], target: str = "fr", rule: SegmentRule = Se
     preds = predict(cleaned, k=3)
     loops = repeated_shares(pieces)
     out = []
-    for text, top, loop in zip(cleaned, preds, loops):
+    for text, top, loop, o, p in zip(cleaned, preds, loops, opened, pieces):
         ws = WORD_RE.findall(fold(text))
         if len(ws) < MIN_WORDS or not top:
-            out.append(SegmentLabel(UNKNOWN, 0.0, UNKNOWN, loop, "too_short"))
+            out.append(_wordless(o + (p or ""), loop, rule))
             continue
         lang, score = top[0]
         if spec.latin:
             decided, reason = _latin_rule(spec, function_words, ws, top, loop, rule)
         else:
             decided, reason = _script_rule(spec, text, ws, top, loop, rule)
-        out.append(SegmentLabel(decided, score, lang, loop, reason))
+        status, reason, share = _written(spec, decided, reason, text, loop, rule)
+        out.append(SegmentLabel(decided, score, lang, loop, reason, status, share))
     return out
+
+
+def _wordless(piece: str, loop: float, rule) -> SegmentLabel:
+    """A segment with fewer than three words once cleaned: code when it holds a fenced code
+    block (a loop of code is degenerate), else unreadable."""
+    if "```" not in piece:
+        return SegmentLabel(UNKNOWN, 0.0, UNKNOWN, loop, "too_short", UNREADABLE)
+    if rule.target_loop_step and loop >= rule.degenerate:
+        return SegmentLabel(UNKNOWN, 0.0, UNKNOWN, loop, "loop", DEGENERATE)
+    return SegmentLabel(UNKNOWN, 0.0, UNKNOWN, loop, "code", CODE)
+
+
+def _written(spec, decided: str, reason: str, text: str, loop: float, rule) -> tuple[str, str, float | None]:
+    """(status, reason, share of known words) of a segment whose language the rule decided
+    (docs/metrics.md, "Kept: written in the language"): a segment in the target is kept
+    only when it is not a loop and enough of its words are in the target's word list; one in
+    another language left it, unless its words are made up (too few in that language's
+    list, or, without a list, in the target's, for text in the target's script: a Cyrillic
+    non-word that fastText calls Kyrgyz); an unknown one is degenerate when the loop step
+    made it unknown, else unreadable; so is one with fewer than three words of letters, or
+    of the target's script when the rule gives it the target."""
+    from drift_eval.metrics import lexicon
+
+    if decided == UNKNOWN:
+        return (DEGENERATE if reason == "loop" else UNREADABLE), reason, None
+    if sum(w[0].isalpha() for w in WORD_RE.findall(text)) < MIN_WORDS:
+        return UNREADABLE, "no_letters", None  # digits and symbols that fastText still gives a label
+    counts = script_counts(text)
+    script = max(counts, key=counts.get)
+    if decided == spec.code:
+        if rule.target_loop_step and loop >= rule.degenerate:
+            return DEGENERATE, "loop", None
+        if not rule.word_step:
+            return KEPT, reason, None
+        share = lexicon.known_share(text, spec.code, script)
+        if share is None:
+            return UNREADABLE, "too_few_words", None  # fewer than three words of the target's script to read
+        if share < spec.known_min:
+            return DEGENERATE, "made_up", share
+        return KEPT, reason, share
+    base = decided.split("-")[0]
+    if not rule.word_step or base != decided:  # Hindi in Latin letters (hi-Latn) is Hindi, written: left
+        return LEFT, reason, None
+    if lexicon.has_list(base):
+        share = lexicon.known_share(text, base, script)
+        made_up = share is not None and share < rule.other_known_min
+    else:
+        share = lexicon.known_share(text, spec.code, script) if script in spec.prose_scripts else None
+        made_up = share is not None and share < spec.known_min
+    return (DEGENERATE, "made_up", share) if made_up else (LEFT, reason, share)
 
 
 def _latin_rule(spec, function_words, ws, top, loop, rule) -> tuple[str, str]:

@@ -39,6 +39,7 @@ class Language:
     near: tuple                     # lid.176 labels it is confused with (documented, not counted)
     echo_phrases: tuple             # restatements of the instruction in the language itself
     echo_phrases_en: tuple          # ... in English
+    known_min: float                # the share of a segment's words in L's word list below which they are made up
 
     @property
     def prose_scripts(self) -> tuple:
@@ -63,8 +64,8 @@ def _table() -> dict:
                 code=row["code"], name=row["name"], native_name=row["native_name"], script=row["script"],
                 function_words=frozenset(fold(w) for w in row["function_words"]), aliases=frozenset(row["aliases"]),
                 near=tuple(row["near_languages"]), echo_phrases=tuple(row["echo_phrases"]),
-                echo_phrases_en=tuple(row["echo_phrases_en"]))
-        except (KeyError, TypeError) as exc:
+                echo_phrases_en=tuple(row["echo_phrases_en"]), known_min=float(row["known_min"]))
+        except (KeyError, TypeError, ValueError) as exc:
             raise LanguageDataError(f"{DATA}: an entry lacks {exc} or is not an object") from None
         if out[row["code"]].script not in PROSE_SCRIPTS:
             raise LanguageDataError(f"{DATA}: {row['code']} has unknown script {row['script']!r}")

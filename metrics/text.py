@@ -16,6 +16,18 @@ MARKS = "\u0483-\u0489\u064b-\u065f\u0670\u06d6-\u06dc\u06df-\u06e4\u06e7\u06e8\
 WORD_RE = re.compile(rf"[{CJK}]|[^\W{CJK}][^\W{CJK}{MARKS}]*(?:[{MARKS}]+[^\W{CJK}]*)*", re.UNICODE)
 REPEAT_N = 4
 
+#: the letters of each script the rule counts (``languages.SCRIPTS``): a word counts for the
+#: script of its first letter (``langid.script_counts``, ``lexicon.known_share``)
+SCRIPT_LETTERS = {
+    "Latn": re.compile(r"[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff]"),
+    "Cyrl": re.compile(r"[\u0400-\u04ff\u0500-\u052f]"),
+    "Arab": re.compile(r"[\u0620-\u064a\u066e-\u06d3\u06fa-\u06ff\u0750-\u077f\ufb50-\ufdff\ufe70-\ufefc]"),
+    "Deva": re.compile(r"[\u0900-\u0963\u0972-\u097f]"),
+    "Hang": re.compile(r"[\uac00-\ud7a3\u1100-\u11ff\u3131-\u318e]"),
+    "Kana": re.compile(r"[\u3041-\u3096\u30a1-\u30fa\u31f0-\u31ff\uff66-\uff9d]"),
+    "Hani": re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"),
+}
+
 
 def fold(text: str) -> str:
     """Lower-case and strip accents, so that patterns match "Français" and "francais" (and

@@ -125,13 +125,17 @@ def line_plot(series: dict, title: str, x_label: str, y_label: str, y_range=None
 
 
 TARGET_COLOUR = "#2ca02c"
-LANGUAGE_COLOURS = {"en": "#d62728", "unknown": "#d9d9d9"}
+#: English, and what a segment is when it is written in no language (``langid.STATUSES``):
+#: a loop or made-up words, unreadable, code; ``unknown`` is the older tasks' word for both
+LANGUAGE_COLOURS = {"en": "#d62728", "unknown": "#d9d9d9", "degenerate": "#9467bd", "unreadable": "#d9d9d9",
+                    "code": "#aec7e8"}
 OTHER_LANGUAGE = "#ff7f0e"
 CELL, GAP = 14, 2
 
 
 def _cells(cells: list, y: int = 0, x0: int = 0, target: str = "fr") -> list:
-    """Green: the target language; red: English; grey: unknown; orange: any other."""
+    """Green: the target language; red: English; orange: any other; purple: a loop or
+    made-up words; grey: unreadable (unknown); light blue: code."""
     parts = []
     for k, (lang, prob) in enumerate(cells):
         colour = TARGET_COLOUR if lang == target else LANGUAGE_COLOURS.get(lang, OTHER_LANGUAGE)

@@ -13,7 +13,7 @@ def task_folder() -> str:
 
 
 #: the roles a metric can have in reports (the ``role`` of its YAML ``report:`` hint)
-ROLES = ("headline", "key", "summary", "curve", "timeline", "confidence", "profile")
+ROLES = ("headline", "key", "summary", "curve", "timeline", "confidence", "profile", "time", "cause")
 
 
 def _hint(raw, where: str) -> dict:
@@ -86,7 +86,10 @@ def metric_catalogue() -> dict:
     (compared between runs), ``summary`` (also in the summary table and the leaderboard),
     ``curve`` (drawn, not tabled), ``timeline`` (a per-sample list of segment languages:
     survival curves and audit strips), ``confidence`` (the per-sample list of those
-    languages' probabilities) and ``profile`` (a list-valued profile over positions). A
+    languages' probabilities), ``profile`` (a list-valued profile over positions), ``time``
+    (the time in the language: the share of a sample kept before its first part that is
+    not) and ``cause`` (one cause of "not kept": a 0/1 per sample, the causes of a task
+    adding up with its headline to 1). A
     hint is a role, a list of roles, or a mapping with ``role``, ``label`` and panel parts,
     e.g. ``series: {prefix: alpha_l, by: layer, label: α}`` (the metrics ``alpha_l00``,
     ``alpha_l01``, ... are a curve by layer). Groups are listed with their

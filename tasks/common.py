@@ -8,19 +8,18 @@ import json
 from copy import deepcopy
 
 from drift_eval.errors import DriftUsageError
-from drift_eval.metrics import langid
+from drift_eval.metrics import drift, langid
 from drift_eval.plugin.answers import meta_of
 from drift_eval.plugin.request_types import CONVERSATION
 from drift_eval.plugin.task_base import YamlTask
 
 
-def headline(scores: dict, value) -> None:
-    """The drift_french group's headline ``drift_score``. An undetermined sample gets no
-    ``drift_score`` at all (rather than None): lm-eval then takes its own ``mean`` and
-    standard error over the determined samples, and its group pools the tasks' means,
-    weighted by their document counts (docs/metrics.md, "The group headline")."""
-    if value is not None:
-        scores["drift_score"] = value
+def headline(scores: dict, value: float) -> None:
+    """The group's headline ``drift_score``: 1 for a sample kept throughout, 0 otherwise,
+    for every sample (docs/metrics.md, "The group headline"): lm-eval takes its ``mean``
+    and standard error over all of them, and the group pools the tasks' means, weighted by
+    their document counts."""
+    scores["drift_score"] = value
 
 
 def answer_record(answer) -> dict:
@@ -37,6 +36,10 @@ def answer_record(answer) -> dict:
             "natural_end_observed": float("natural_end" in meta) if meta.get("forced_length") else None}
 
 
+#: lm-eval aggregation of ``left_for``
+left_languages = drift.left_languages
+
+
 def placements(values) -> str:
     """lm-eval aggregation of ``instruction_placement``: the one placement of the run, or
     every placement seen, joined by '+'."""
@@ -51,9 +54,14 @@ def defined_mean(values):
 
 
 def check_language_model():
+    """The language-ID model and the word lists are there (one line otherwise), before any
+    generation starts."""
+    from drift_eval.metrics import lexicon
+
     try:
         langid.identify("Ceci est une phrase en français.")
-    except langid.LanguageModelMissing as exc:
+        lexicon.available()
+    except (langid.LanguageModelMissing, lexicon.WordListMissing) as exc:
         raise DriftUsageError(str(exc)) from None
 
 

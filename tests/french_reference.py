@@ -1,12 +1,15 @@
 """The drift_french scores of committed real answers, as a reference that changes to the
-shared scoring code must not move (tests/test_french_unchanged.py).
+shared scoring code must not move unless a new task version says so
+(tests/test_french_unchanged.py). The committed file holds the scores of task version 4.0
+("kept" means written in French: docs/metrics.md); it was written again when 4.0 changed
+the definitions, and the old 3.0 scores differ from it only in the metrics 4.0 changed.
 
     python tests/french_reference.py --write    # rewrite tests/data/french_scores_reference.json
 
 Inputs: the whole SmolLM2 answers of docs/results/checkpoints/smollm2_single_whole, the
 conversations of docs/results/*_multiturn (committed), and ``EDGE``: French around other
 scripts' marks. Written with the scoring code of the
-tree it runs in; the committed file was written before the multi-language rule landed."""
+tree it runs in."""
 from __future__ import annotations
 
 import glob

@@ -74,17 +74,19 @@ def test_a_metric_without_a_direction_is_neither_better_nor_worse(tmp_path):
     from drift_eval.decide.results import load_output
     from drift_eval.reports.render import build_context
 
-    # undetermined_share has no direction (higher_is_better: null): half the candidate's answers are
-    # undetermined, none of the baseline's (10 discordant pairs one way: exact McNemar p = 2/1024)
-    _run(str(tmp_path), "base", {"undetermined_share": [0.0] * N}, hib={"undetermined_share": None})
-    _run(str(tmp_path), "cand", {"undetermined_share": [1.0] * 10 + [0.0] * 10}, hib={"undetermined_share": None})
+    # words_last_turn has no direction (higher_is_better: null): half the candidate's last turns are
+    # 10 words longer, none shorter (10 differences of one sign: the exact sign-flip p is 2/1024)
+    task = "drift_french_multiturn_fixed"
+    _run(str(tmp_path), "base", {"words_last_turn": [50.0] * N}, task=task, hib={"words_last_turn": None})
+    _run(str(tmp_path), "cand", {"words_last_turn": [60.0] * 10 + [50.0] * 10}, task=task,
+         hib={"words_last_turn": None})
     out = load_output(str(tmp_path))
-    [c] = [c for c in compare_models(out, out, "cand", "base") if c.metric == "undetermined_share"]
+    [c] = [c for c in compare_models(out, out, "cand", "base") if c.metric == "words_last_turn"]
     assert c.higher_is_better is None and c.difference.p_value == pytest.approx(2 / 1024)
     assert c.difference.verdict == "significant"
     ctx = build_context(out, baseline="base")
     [row] = [r for s in ctx["sections"] if s["id"] == "baseline" for r in s["rows"]
-             if r["metric"] == "undetermined_share"]
+             if r["metric"] == "words_last_turn"]
     assert row["reading"] == "significant difference" and row["significant"]
 
 
@@ -106,4 +108,4 @@ def test_the_audit_shows_an_answer_with_no_known_segment_as_undetermined(tmp_pat
     [block] = [b for s in build_context(out)["sections"] if s["id"] == "audit" for b in s["blocks"]]
     # 10 of 20 answers left French (docs 10-19); doc 3 is neither one that left nor one that stayed
     assert block["left"] == 10 and block["undetermined"] == 1 and block["answers"] == 20
-    assert "10 of 20 answers left French, 1 undetermined" in render(out, "html")
+    assert "10 of 20 answers not kept in French, 1 undetermined" in render(out, "html")

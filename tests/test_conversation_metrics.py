@@ -63,23 +63,26 @@ def test_repetition_rate():
     assert conv.repetition("court") == 0.0
 
 
-def test_empty_replies_are_undetermined_turns():
+def test_empty_replies_are_turns_not_kept():
     s = conv.score_conversation(["", ""])
-    assert s["french_turn_1"] is None and s["french_turn_2"] is None
-    assert s["all_turns_french"] is None and s["last3_french"] is None and s["undetermined_share"] == 1.0
-    assert s["leak_turn_1"] is None and s["mean_words"] == 0.0
+    assert s["french_turn_1"] == s["french_turn_2"] == 0.0
+    assert s["all_turns_french"] == s["last3_french"] == s["time_in_french"] == 0.0
+    assert s["not_kept_unreadable"] == 1.0 and s["leak_turn_1"] is None and s["mean_words"] == 0.0
 
 
-def test_undetermined_turns_are_neither_french_nor_not():
-    # turns: fr, ?, en, fr, ?, fr, fr, ?  (an empty reply and a reply of punctuation are unknown)
-    replies = [FR, "", EN, FR, "... !!! ???", FR, FR, ""]
+def test_unreadable_loop_and_foreign_turns_are_not_kept_and_the_first_cause_is_named():
+    loop = "Je ne sais pas. " * 40
+    # turns: fr, unreadable, en, fr, loop, fr, fr, unreadable
+    replies = [FR, "", EN, FR, loop, FR, FR, "... !!! ???"]
     s = conv.score_conversation(replies)
-    assert [s[f"french_turn_{t}"] for t in range(1, 9)] == [1, None, 0, 1, None, 1, 1, None]
-    assert s["last3_french"] == 1.0  # turns 6-8: French, French, undetermined
-    assert s["all_turns_french"] == 0.0  # over the five determined turns, one is English
-    assert s["undetermined_share"] == 3 / 8
-    held = conv.score_conversation([FR, "", FR])
-    assert held["all_turns_french"] == 1.0 and held["last3_french"] == 1.0 and held["undetermined_share"] == 1 / 3
+    assert [s[f"french_turn_{t}"] for t in range(1, 9)] == [1, 0, 0, 1, 0, 1, 1, 0]
+    assert s["last3_french"] == pytest.approx(2 / 3)  # turns 6-8: French, French, unreadable
+    assert s["all_turns_french"] == 0.0 and s["time_in_french"] == pytest.approx(1 / 8)
+    assert (s["not_kept_left"], s["not_kept_degenerate"], s["not_kept_unreadable"]) == (1.0, 0.0, 0.0)
+    assert s["left_for"] == "en"
+    held = conv.score_conversation([FR, loop, FR])
+    assert held["all_turns_french"] == 0.0 and held["not_kept_degenerate"] == 1.0 and held["left_for"] is None
+    assert held["time_in_french"] == pytest.approx(1 / 3)
 
 
 def test_turn_numbering_for_a_single_generated_turn():

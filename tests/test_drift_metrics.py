@@ -1,4 +1,5 @@
 import pytest
+from prose import ENGLISH, FRENCH, text
 
 from drift_eval.metrics import drift, langid, stats
 from drift_eval.tasks.drift_french.data import system_prompt
@@ -6,57 +7,63 @@ from drift_eval.tasks.drift_french.data import system_prompt
 FR = "Le chat dort paisiblement sur le canapé pendant que la pluie tombe sur la ville. "
 EN = "The cat sleeps peacefully on the sofa while the rain falls on the city. "
 INSTRUCTION = system_prompt("en")
+#: real answers: prose that is no loop (``FR * 30`` is one sentence thirty times: degenerate)
+FRENCH_ANSWER = text(FRENCH, 8)
+HALF_FRENCH = text(FRENCH, 4)
+HALF_ENGLISH = text(ENGLISH, 4)
 
 
 def test_all_french_answer():
-    s = drift.score_response(FR * 30, INSTRUCTION)
-    assert s["fully_french"] == 1.0 and s["french_fraction"] == 1.0
+    s = drift.score_response(FRENCH_ANSWER, INSTRUCTION)
+    assert s["fully_french"] == 1.0 and s["french_fraction"] == 1.0 and s["time_in_french"] == 1.0
     assert s["second_half_french"] == 1.0 and s["echo_rate"] == 0.0
     assert s["langdetect_french"] == 1.0
     assert set(s["language_timeline"]) == {"fr"}
+    assert [s[f"not_kept_{c}"] for c in drift.CAUSES] == [0.0, 0.0, 0.0] and s["left_for"] is None
 
 
 def test_drift_to_english_half_way():
-    s = drift.score_response(FR * 20 + EN * 20, INSTRUCTION, segment_size=64)
+    s = drift.score_response(HALF_FRENCH + "\n\n" + HALF_ENGLISH, INSTRUCTION, segment_size=64)
     assert s["fully_french"] == 0.0
-    assert 0.3 < s["french_fraction"] < 0.7
+    assert 0.3 < s["french_fraction"] < 0.7 and 0.3 < s["time_in_french"] < 0.7
     assert s["second_half_french"] == 0.0
-    assert 0.3 < drift.drift_onset(s["language_timeline"]) < 0.7
+    assert s["not_kept_left"] == 1.0 and s["left_for"] == "en"
 
 
-def test_empty_answer_is_undetermined_not_a_failure():
+def test_an_empty_answer_is_not_kept_and_stays_in_the_headline():
     s = drift.score_response("", INSTRUCTION)
-    for metric in ("fully_french", "french_fraction", "starts_french", "drift_given_start", "drift_onset",
-                   "second_half_french", "line_pass_rate", "langdetect_french", "lcb_lpr"):
-        assert s[metric] is None, metric
-    assert s["undetermined_share"] == 1.0 and s["known_share"] == 0.0 and s["language_timeline"] == []
+    assert s["fully_french"] == s["french_fraction"] == s["starts_french"] == s["time_in_french"] == 0.0
+    assert s["not_kept_unreadable"] == 1.0 and s["not_kept_left"] == s["not_kept_degenerate"] == 0.0
+    assert s["language_timeline"] == [langid.UNREADABLE]
+    for metric in ("drift_given_start", "second_half_french", "line_pass_rate", "langdetect_french", "lcb_lpr"):
+        assert s[metric] is None, metric  # nothing there to measure: these are not the headline
 
 
 def _tokens(text):
     return len(langid.tokens(text))
 
 
-def test_an_answer_of_unknown_segments_only_is_undetermined():
-    # punctuation marks are metric tokens but no words: every segment is too short to be known
+def test_an_answer_of_punctuation_only_is_unreadable_not_kept():
+    # punctuation marks are metric tokens but no words: every segment is unreadable
     s = drift.score_response("! " * 300, INSTRUCTION, segment_size=100)
-    assert s["language_timeline"] == [langid.UNKNOWN] * 3
-    assert s["fully_french"] is None and s["starts_french"] is None and s["drift_onset"] is None
-    assert s["french_fraction"] is None and s["undetermined_share"] == 1.0 and s["known_share"] == 0.0
+    assert s["language_timeline"] == [langid.UNREADABLE] * 3
+    assert s["fully_french"] == s["starts_french"] == s["french_fraction"] == s["time_in_french"] == 0.0
+    assert s["not_kept_unreadable"] == 1.0
 
 
-def test_one_known_segment_among_unknown_ones_is_scored_on_what_is_known():
-    french = FR * 4
+def test_an_unreadable_segment_after_a_french_one_ends_the_time_in_french():
+    french = FRENCH[0]
     n = _tokens(french)
-    s = drift.score_response(french + "! " * (3 * n), INSTRUCTION, segment_size=n)
-    assert s["language_timeline"] == ["fr"] + [langid.UNKNOWN] * 3
-    assert s["fully_french"] == 1.0 and s["starts_french"] == 1.0 and s["drift_onset"] == 1.0
-    assert s["undetermined_share"] == 0.0 and s["known_share"] == 0.25
-    english = EN * 4
+    s = drift.score_response(french + " " + "! " * (3 * n), INSTRUCTION, segment_size=n)
+    assert s["language_timeline"] == ["fr"] + [langid.UNREADABLE] * 3
+    assert s["fully_french"] == 0.0 and s["starts_french"] == 1.0 and s["french_fraction"] == 0.25
+    assert s["time_in_french"] == pytest.approx(0.25) and s["not_kept_unreadable"] == 1.0
+    english = ENGLISH[0]
     m = _tokens(english)
-    t = drift.score_response(english + "! " * m, INSTRUCTION, segment_size=m)
-    assert t["language_timeline"] == ["en", langid.UNKNOWN]
-    assert t["fully_french"] == 0.0 and t["starts_french"] == 0.0 and t["drift_onset"] == 0.0
-    assert t["known_share"] == 0.5
+    t = drift.score_response(english + " " + "! " * m, INSTRUCTION, segment_size=m)
+    assert t["language_timeline"] == ["en", langid.UNREADABLE]
+    assert t["fully_french"] == 0.0 and t["starts_french"] == 0.0 and t["time_in_french"] == 0.0
+    assert t["not_kept_left"] == 1.0 and t["not_kept_unreadable"] == 0.0 and t["left_for"] == "en"  # left comes first
 
 
 @pytest.mark.parametrize("text", [
@@ -151,27 +158,30 @@ def test_the_survival_curve_censors_answers_that_end_early():
 
 
 def test_segment_scores_are_logged_beside_the_timeline():
-    s = drift.score_response(FR * 20 + EN * 20, INSTRUCTION, segment_size=64)
+    s = drift.score_response(HALF_FRENCH + "\n\n" + HALF_ENGLISH, INSTRUCTION, segment_size=64)
     assert len(s["language_scores"]) == len(s["language_timeline"])
     assert all(0.5 < p <= 1.0 for p in s["language_scores"])
-    assert s["drift_onset"] == drift.drift_onset(s["language_timeline"])
     assert drift.mean_language_score([[0.5, 1.0], [0.75]]) == pytest.approx(0.75)
 
 
 
 
 def test_start_and_drift_given_start():
-    started_then_left = drift.score_response(FR * 20 + EN * 20)
+    started_then_left = drift.score_response(HALF_FRENCH + "\n\n" + HALF_ENGLISH, segment_size=64)
     assert started_then_left["starts_french"] == 1.0 and started_then_left["drift_given_start"] == 1.0
-    never = drift.score_response(EN * 20 + FR * 20)
+    never = drift.score_response(HALF_ENGLISH + "\n\n" + HALF_FRENCH, segment_size=64)
     assert never["starts_french"] == 0.0 and never["drift_given_start"] is None  # not defined: never complied
-    held = drift.score_response(FR * 30)
+    held = drift.score_response(FRENCH_ANSWER)
     assert held["starts_french"] == 1.0 and held["drift_given_start"] == 0.0
+    looped = drift.score_response(FRENCH_ANSWER + " " + FR * 40)  # French, then a loop of one French sentence
+    assert looped["starts_french"] == 1.0 and looped["drift_given_start"] == 1.0 and looped["fully_french"] == 0.0
+    assert looped["not_kept_degenerate"] == 1.0 and looped["language_timeline"][-1] == langid.DEGENERATE
 
 
 def test_natural_end_splits_the_answer_into_chosen_text_and_filler():
-    text = FR * 12 + EN * 12
-    s = drift.score_response(text, meta={"tokens": 400, "natural_end": 100, "natural_end_chars": len(FR * 12)})
+    text = HALF_FRENCH + "\n\n" + HALF_ENGLISH
+    meta = {"tokens": 400, "natural_end": 100, "natural_end_chars": len(HALF_FRENCH)}
+    s = drift.score_response(text, meta=meta)
     assert s["natural_end"] == 100 and s["natural_end_share"] == 0.25
     assert s["fully_french_before_end"] == 1.0 and s["french_after_end"] == 0.0 and s["fully_french"] == 0.0
     none = drift.score_response(text, meta={"tokens": 400, "natural_end": None, "natural_end_chars": None})
@@ -194,13 +204,14 @@ def test_degenerate_share_counts_looping_segments():
     assert drift.score_response(varied)["degenerate_share"] == 0.0
 
 
-def test_the_group_headline_skips_undetermined_samples():
+def test_every_sample_is_in_the_group_headline():
     from drift_eval.tasks.drift_french import utils
 
     doc = {"system_prompt": INSTRUCTION}
-    assert utils.process_results(doc, [FR * 30])["drift_score"] == 1.0
-    undetermined = utils.process_results(doc, ["! " * 50])
-    assert "drift_score" not in undetermined and undetermined["fully_french"] is None  # lm-eval's mean skips it
+    assert utils.process_results(doc, [FRENCH_ANSWER])["drift_score"] == 1.0
+    for answer in ("! " * 50, "", FR * 30):  # unreadable, empty, a loop: each is a 0, never left out
+        scores = utils.process_results(doc, [answer])
+        assert scores["drift_score"] == 0.0 and scores["fully_french"] == 0.0
     assert utils.defined_mean([1.0, None, 0.0, 1.0]) == pytest.approx(2 / 3) and utils.defined_mean([None]) is None
 
 
@@ -232,13 +243,14 @@ def test_lcb_line_pass_reads_fasttext_as_lcb_does(monkeypatch):
 
 
 def test_started_then_left_is_drift_given_start_on_every_answer():
-    answers = [FR * 20 + EN * 20, EN * 20 + FR * 20, FR * 30, FR * 30 + EN * 10]
-    scores = [drift.score_response(a) for a in answers]
+    answers = [HALF_FRENCH + "\n\n" + HALF_ENGLISH, HALF_ENGLISH + "\n\n" + HALF_FRENCH, FRENCH_ANSWER,
+               FRENCH_ANSWER + "\n\n" + ENGLISH[5]]
+    scores = [drift.score_response(a, segment_size=64) for a in answers]
     assert [s["drift_given_start"] for s in scores] == [1.0, None, 0.0, 1.0]  # defined on the three that started
     assert [s["started_then_left"] for s in scores] == [1.0, 0.0, 0.0, 1.0]  # defined on all four
     # its mean is P(start) x P(drift | start): 3/4 x 2/3
     assert sum(s["started_then_left"] for s in scores) / 4 == pytest.approx(3 / 4 * 2 / 3)
-    assert drift.score_response("")["started_then_left"] is None  # undetermined
+    assert drift.score_response("")["started_then_left"] == 0.0  # never started
 
 
 def test_conditional_metrics_name_their_unconditional_partner():

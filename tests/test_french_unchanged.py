@@ -1,7 +1,7 @@
 """drift_french is the published protocol: the scoring code it shares with drift_languages
-must give every committed real answer exactly the scores it had before that code was made
-multi-language (tests/data/french_scores_reference.json, from tests/french_reference.py),
-and a short real run must log exactly the samples it logged then."""
+must give every committed real answer exactly the scores of its task version
+(tests/data/french_scores_reference.json, from tests/french_reference.py: task 4.0), and a
+short real run must log exactly the samples it logged then."""
 import json
 import os
 import sys

@@ -225,9 +225,27 @@ def test_code_without_its_fence_is_no_switch_when_the_answer_is_read_whole():
     assert whole[0] == whole[-1] == "ru" and all(lang in ("ru", langid.UNKNOWN) for lang in whole)
 
 
-def test_drift_languages_scores_in_context_and_drift_french_as_published():
+def test_a_code_block_neither_keeps_nor_loses_the_answers_language():
+    """Russian prose around a fenced code block whose comments are Russian: the segments of
+    code are code, and the answer is kept; code alone is no answer in any language."""
+    from prose import RUSSIAN
+
     from drift_eval.metrics import drift
 
-    text = _code_answer()
-    assert drift.score_response(text, lang="ru", answer_context=True)["fully_french"] == 1.0
-    assert drift.score_response(text, lang="ru")["fully_french"] == 0.0  # each segment alone: drift_french's way
+    code = "```javascript\n" + "".join(
+        f"function {name}(item, value) {{\n  // {comment}\n  if (value === '{key}') {{ return value * {k}; }}\n"
+        f"  return item.{field} + {k};\n}}\n"
+        for name, comment, key, k, field in [
+            ("toGrams", "переводим в граммы", "eggs", 1000, "weight"), ("toLitres", "объём в литрах", "milk", 3, "volume"),
+            ("toCups", "чашки для муки", "flour", 125, "cups"), ("toSpoons", "ложки сахара", "sugar", 12, "spoons"),
+            ("toPieces", "штуки для яблок", "apples", 7, "count"), ("toPacks", "пачки масла", "butter", 200, "packs"),
+            ("toSlices", "ломтики хлеба", "bread", 25, "slices"), ("toBottles", "бутылки воды", "water", 500, "bottles"),
+            ("toCans", "банки фасоли", "beans", 400, "cans"), ("toBags", "мешки картофеля", "potatoes", 50, "bags")]) \
+        + "```\n\n"
+    text = RUSSIAN[0] + "\n\n" + RUSSIAN[1] + "\n\n" + code + RUSSIAN[2] + "\n\n" + RUSSIAN[3]
+    s = drift.score_response(text, lang="ru", segment_size=64)
+    assert langid.CODE in s["language_timeline"] and set(s["language_timeline"]) == {"ru", langid.CODE}
+    assert s["fully_french"] == 1.0 and s["time_in_french"] == 1.0 and s["french_fraction"] == 1.0
+    only_code = drift.score_response(code, lang="ru", segment_size=64)
+    assert only_code["fully_french"] == 0.0 and only_code["not_kept_unreadable"] == 1.0
+    assert only_code["time_in_french"] == 0.0

@@ -87,10 +87,10 @@ def test_informational_metrics_have_no_direction():
     cat = metric_catalogue()
     informational = {
         "drift_french_single": ["natural_end", "natural_end_share", "answer_tokens", "forced_length",
-                                "natural_end_observed", "undetermined_share", "known_share", "instruction_placement"],
-        "drift_french_multiturn": [f"words_turn_{t}" for t in range(1, 9)] + ["mean_words", "undetermined_share"],
-        "drift_french_multiturn_conflict": ["mean_words", "words_turn_5", "undetermined_share"],
-        "drift_french_multiturn_fixed": ["words_last_turn", "undetermined_share"],
+                                "natural_end_observed", "instruction_placement", "left_for"],
+        "drift_french_multiturn": [f"words_turn_{t}" for t in range(1, 9)] + ["mean_words", "left_for"],
+        "drift_french_multiturn_conflict": ["mean_words", "words_turn_5", "left_for"],
+        "drift_french_multiturn_fixed": ["words_last_turn", "left_for"],
         "drift_decode_detail": ["trajectories", "samples_per_prompt", "t_centres", "switches_base"],
         "accessibility": ["eps", "radius_r", "bound_C"],
     }
@@ -101,17 +101,18 @@ def test_informational_metrics_have_no_direction():
     assert cat["drift_french_multiturn"]["leak_per_1000"]["higher_is_better"] is False
 
 
-def test_the_group_headline_weighs_tasks_by_their_documents_and_skips_undetermined_samples():
+def test_the_group_headline_weighs_tasks_by_their_documents_and_counts_every_sample():
     """lm-eval's own aggregation of drift_score, on per-sample values as the tasks write them:
-    an undetermined sample has no drift_score, each task's mean is over its determined
-    samples, and the group weighs each task by its document count (docs/metrics.md)."""
+    every sample has one (an unreadable or looping answer a 0), each task's mean is over all
+    its samples, and the group weighs each task by its document count (docs/metrics.md)."""
     from lm_eval.api.metrics import aggregate_subtask_metrics, mean
+    from prose import FRENCH
 
     single = [utils.process_results({"system_prompt": "s"}, [a]) for a in
-              ["Le chat dort sur le canapé pendant que la pluie tombe sur la ville.", "! ! ! ! ! !",
-               "The cat sleeps on the sofa while the rain falls on the city."]]
-    assert [s.get("drift_score") for s in single] == [1.0, None, 0.0] and "drift_score" not in single[1]
-    values = [s["drift_score"] for s in single if "drift_score" in s]  # what lm-eval collects
-    assert mean(values) == 0.5
-    # with a conversation task of 2 documents whose mean is 1: (0.5 x 3 + 1 x 2) / 5
-    assert aggregate_subtask_metrics([mean(values), 1.0], [len(single), 2], weight_by_size=True) == pytest.approx(0.7)
+              [FRENCH[0] + "\n\n" + FRENCH[1], "! ! ! ! ! !", "The cat sleeps on the sofa while the rain falls.",
+               "Le chat dort. " * 60]]
+    assert [s["drift_score"] for s in single] == [1.0, 0.0, 0.0, 0.0]
+    values = [s["drift_score"] for s in single]  # what lm-eval collects
+    assert mean(values) == 0.25
+    # with a conversation task of 2 documents whose mean is 1: (0.25 x 4 + 1 x 2) / 6
+    assert aggregate_subtask_metrics([mean(values), 1.0], [len(single), 2], weight_by_size=True) == pytest.approx(0.5)

@@ -15,7 +15,7 @@ from drift_eval.plugin.answers import meta_of
 from drift_eval.settings import int_option
 # the shared task classes and aggregations, by the names the YAML files give them
 from drift_eval.tasks.common import (ConversationTask, ForcedLengthTask, answer_record,  # noqa: F401
-                                     conversation_placement, defined_mean, headline, placements)
+                                     conversation_placement, defined_mean, headline, left_languages, placements)
 from drift_eval.tasks.drift_french.data import CONFLICT_REQUEST, read_conversations, read_requests, system_prompt
 
 
@@ -90,5 +90,6 @@ def process_conflict(doc, results):
 def process_fixed_history(doc, results):
     last = assistant_replies(results[0])[-1:]
     s = conversation.score_conversation(last, lang="fr", first_turn=1, instruction=doc.get("system_prompt", ""))
-    return {"french_last_turn": s["french_turn_1"], "undetermined_share": s["undetermined_share"],
-            "leak_last_turn": s["leak_turn_1"], "words_last_turn": s["words_turn_1"], "repetition": s["repetition"]}
+    return {"french_last_turn": s["french_turn_1"], **{f"not_kept_{c}": s[f"not_kept_{c}"] for c in drift.CAUSES},
+            "left_for": s["left_for"], "leak_last_turn": s["leak_turn_1"], "words_last_turn": s["words_turn_1"],
+            "repetition": s["repetition"]}

@@ -18,7 +18,8 @@ from drift_eval.plugin.answers import meta_of
 from drift_eval.settings import int_option
 from drift_eval.tasks import common
 # the shared aggregations, by the names the YAML files give them
-from drift_eval.tasks.common import answer_record, conversation_placement, defined_mean, headline, placements  # noqa: F401
+from drift_eval.tasks.common import (answer_record, conversation_placement, defined_mean, headline,  # noqa: F401
+                                     left_languages, placements)
 from drift_eval.tasks.drift_languages.data import check_target, read_conversations, read_requests, system_prompt
 
 mean_language_score = drift.mean_language_score
@@ -60,7 +61,7 @@ def load_conversations(target_language: str = "fr", prompt_wording: str = "en", 
 def process_results(doc, results):
     lang = doc["target_language"]
     scores = drift.neutral_names(drift.score_response(results[0], instruction=doc["system_prompt"], lang=lang,
-                                                      meta=meta_of(results[0]), answer_context=True))
+                                                      meta=meta_of(results[0])))
     headline(scores, scores["fully_target"])
     scores.update(answer_record(results[0]))
     return scores
