@@ -5,6 +5,7 @@ shared scoring code must not move unless a new task version says so
 the definitions, and the old 3.0 scores differ from it only in the metrics 4.0 changed.
 
     python tests/french_reference.py --write    # rewrite tests/data/french_scores_reference.json
+    python tests/french_reference.py --write-short-run    # score drift_french_short_run.json's answers again
 
 Inputs: the whole SmolLM2 answers of docs/results/checkpoints/smollm2_single_whole, the
 conversations of docs/results/*_multiturn (committed), and ``EDGE``: French around other
@@ -72,10 +73,38 @@ def scores() -> dict:
                               for k, r in data["conversations"].items()}}
 
 
+SHORT_RUN = os.path.join(ROOT, "tests", "data", "drift_french_short_run.json")
+#: what the backend reported about an answer (``tasks.common.answer_record``) and where the
+#: model wanted to stop: kept from the logged sample, which a plain string cannot carry
+BACKEND = ("forced_length", "answer_tokens", "instruction_placement", "natural_end_observed", "natural_end",
+           "natural_end_share")
+
+
+def short_run() -> dict:
+    """The samples of tests/data/drift_french_short_run.json, their per-sample metrics scored
+    again from their logged answers by the tasks' own ``process_results`` (prompts, answers
+    and hashes as they were logged; the backend's reports kept)."""
+    from drift_eval.tasks.drift_french import utils
+
+    with open(SHORT_RUN, encoding="utf-8") as fh:
+        run = json.load(fh)
+    score = {"drift_french_single": utils.process_results, "drift_french_multiturn": utils.process_conversation}
+    out = {}
+    for task, samples in run.items():
+        out[task] = []
+        for old in samples:
+            new = score[task](old["doc"], [old["resps"][0][0]])
+            new.update({k: old[k] for k in BACKEND if k in new})
+            keep = {k: v for k, v in old.items() if k not in old["metrics"]}
+            out[task].append({**keep, **new, "metrics": list(new)})
+    return out
+
+
 if __name__ == "__main__":
-    if sys.argv[1:] != ["--write"]:
-        sys.exit("usage: python tests/french_reference.py --write")
-    with open(REFERENCE + ".tmp", "w", encoding="utf-8") as fh:
-        json.dump(scores(), fh, ensure_ascii=False, sort_keys=True)
-    os.replace(REFERENCE + ".tmp", REFERENCE)
-    print(REFERENCE)
+    if sys.argv[1:] not in (["--write"], ["--write-short-run"]):
+        sys.exit("usage: python tests/french_reference.py --write | --write-short-run")
+    path, data = (REFERENCE, scores()) if sys.argv[1] == "--write" else (SHORT_RUN, short_run())
+    with open(path + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump(data, fh, ensure_ascii=False, sort_keys=True, indent=None if path == REFERENCE else 0)
+    os.replace(path + ".tmp", path)
+    print(path)

@@ -23,9 +23,9 @@ def test_hf_drift_end_to_end_writes_results_and_samples(smollm2_dir, tmp_path):
     res = results_of(out)
     task = res["results"]["drift_french_single"]
     for metric in ("fully_french", "french_fraction", "second_half_french", "echo_rate",
-                   "line_pass_rate", "langdetect_french", "drift_onset", "language_scores"):
+                   "line_pass_rate", "langdetect_french", "time_in_french", "language_scores"):
         assert 0.0 <= task[f"{metric},none"] <= 1.0
-    assert "fully_french_stderr,none" in task and "drift_onset_stderr,none" in task
+    assert "fully_french_stderr,none" in task and "time_in_french_stderr,none" in task
     survival = task["language_timeline,none"]  # the share of answers still French, per segment
     assert survival and all(1.0 >= a >= b >= 0.0 for a, b in zip(survival, survival[1:] + [0.0]))
     assert re.search(r"\|language_timeline +\|", r.stdout) and "segments," in r.stdout  # one short cell in the table
@@ -37,7 +37,7 @@ def test_hf_drift_end_to_end_writes_results_and_samples(smollm2_dir, tmp_path):
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     for s in samples:
         assert isinstance(s["language_timeline"], list) and s["language_timeline"]
-        assert len(s["language_scores"]) == len(s["language_timeline"]) and 0.0 <= s["drift_onset"] <= 1.0
+        assert len(s["language_scores"]) == len(s["language_timeline"]) and 0.0 <= s["time_in_french"] <= 1.0
         gen = s["arguments"]["gen_args_0"]["arg_1"]
         assert gen["min_new_tokens"] == gen["max_gen_toks"] == 32  # forced length
         assert s["arguments"]["gen_args_0"]["arg_0"].startswith("<|im_start|>system\n")

@@ -454,7 +454,7 @@ def test_a_rate_is_compared_as_a_rate_even_where_its_values_are_0_or_1(tmp_path,
     assert binary(cat, "drift_french_multiturn", "leak_per_1000") is False
     assert binary(cat, "drift_de_multiturn", "last3_target") is False
     assert binary(cat, "drift_french_single", "fully_french") is None
-    assert binary(cat, "drift_french_multiturn_fixed", "undetermined_share") is None  # one turn: 0 or 1
+    assert binary(cat, "drift_french_multiturn_fixed", "not_kept_left") is None  # one turn: 0 or 1
     assert share(cat, "drift_french_multiturn", "last3_french") and not share(cat, "drift_french_multiturn",
                                                                               "leak_per_1000")
     base = write_task_run(tmp_path / "release", "shipped", [0] * 32, task="drift_french_multiturn",
