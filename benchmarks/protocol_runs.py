@@ -27,6 +27,13 @@ and, for a run that outlives the machine it started on:
         puts them back into RUN_FOLDER/<setting>/cache/, every answer checked first; the
         same sweep command then resumes at its first missing answer.
 
+and, to score a published run again when a definition changes:
+
+    python benchmarks/protocol_runs.py replay docs/results/NAME RUN_FOLDER [--model-args ARGS]
+        puts every published answer into RUN_FOLDER's answer cache; the run's own sweep
+        command with ``--output RUN_FOLDER`` then scores them with today's tasks in real
+        lm-eval, generating nothing but the forcing check;
+
 and one before: ``python benchmarks/protocol_runs.py twin NEW_FOLDER [--model DIR]`` writes
 the untrained twin of DIR (default: the bundled SmolLM2-135M-Instruct), the same weights as
 ``drift-eval alpha --random-init``, as a model folder that a sweep loads with
@@ -311,6 +318,73 @@ def restore(src: str, run: str) -> None:
         print(f"{os.path.join(run, setting, 'cache', answer_cache.FILE)}: {n} answers from {f}")
 
 
+def _cached_answer(sample: dict, tokenizer):
+    """(request type, args, answer as the cache stores it) of one published sample: a
+    conversation's logged messages as they are; a single-turn answer as an ``Answer`` record
+    with what the backend reported (its token count, forced length, placement and where it
+    wanted to end). The published sample does not hold where that end falls in the text:
+    ``tokenizer`` (the model's) cuts the answer's own tokens there, as the model did."""
+    args = sample["arguments"]["gen_args_0"]
+    spec = _json(args.get("arg_0"), "{")
+    text = sample["resps"][0][0]
+    if isinstance(spec, dict) and "user_turns" in spec:
+        return "generate_conversation", (args["arg_0"], args["arg_1"]), text
+    meta = {"instruction_placement": sample["instruction_placement"]} if sample.get("instruction_placement") else {}
+    if isinstance(sample.get("answer_tokens"), (int, float)):
+        meta["tokens"] = int(sample["answer_tokens"])
+    if sample.get("forced_length") == 1.0:
+        meta["forced_length"] = True
+        if sample.get("natural_end_observed") == 1.0:
+            end = sample.get("natural_end")
+            meta["natural_end"] = None if end is None else int(end)
+            meta["natural_end_chars"] = None if end is None else len(
+                tokenizer.decode(tokenizer(text, add_special_tokens=False)["input_ids"][:int(end)]))
+    return "generate_until", (args["arg_0"], args["arg_1"]), {"answer": {"text": text, **meta}}
+
+
+def replay(published: str, run: str, model_args: str = "") -> None:
+    """Every answer of a published run into the answer cache of a sweep output folder
+    ``run`` (``run/<setting>/cache/``), each checked first: the sweep command that made the
+    run, given ``--output run``, then scores every answer again with today's tasks, in real
+    lm-eval, without generating (the forcing check before a forced run still generates one
+    short answer). ``model_args``: the sweep's ``--model-args`` (default: the bundled
+    SmolLM2-135M-Instruct); the model is loaded once, because a single-turn answer is cached
+    under its request as the backend takes it (the forced length under the backend's own
+    name, with the model's end-of-turn ids), which the drift wrapper prepares here as in
+    the run, and its tokenizer cuts where an answer wanted to end."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.api.model import hash_args
+    from lm_eval.utils import simple_parse_args_string
+
+    from drift_eval.plugin.local_models import smollm2_dir
+    from drift_eval.plugin.model import HFDriftLM
+    from drift_eval.plugin.wrapper import DriftLM
+
+    found = sorted(glob.glob(os.path.join(published, "*", "*", "samples_*.jsonl")))
+    if not found:
+        raise DriftUsageError(f"{published} holds no published samples (<setting>/<model>/samples_*.jsonl)")
+    margs = {"pretrained": smollm2_dir(), **simple_parse_args_string(model_args or "")}
+    margs.pop("conversation_cache", None)
+    lm = HFDriftLM.create_from_arg_obj(margs, {"batch_size": 1, "device": "cpu"})
+    by_setting: dict = {}
+    for path in found:
+        setting = os.path.relpath(path, published).split(os.sep)[0]
+        task = os.path.basename(path)[len("samples_"):].rsplit("_", 1)[0]
+        rows = by_setting.setdefault(setting, [])
+        wrapper = DriftLM(lm, [task])
+        for sample in read_jsonl(path, "samples file"):
+            rtype, args, answer = _cached_answer(sample, lm.tokenizer)
+            if rtype == "generate_until":
+                request = Instance("generate_until", sample["doc"], args, 0, (task, sample["doc_id"], 1))
+                [request], _ = wrapper._prepared([request])  # the request as the backend takes it
+                args = request.args
+            rows.append({"key": hash_args(rtype, args), "type": rtype, "answer": answer})
+    checked = {setting: answer_cache.check_rows(rows, published) for setting, rows in by_setting.items()}
+    for setting, items in checked.items():  # every answer checked before anything is stored
+        n = answer_cache.import_items(os.path.join(run, setting, "cache"), items)
+        print(f"{os.path.join(run, setting, 'cache', answer_cache.FILE)}: {n} answers from {published}")
+
+
 def _fmt(v, digits=3):
     return "—" if not isinstance(v, (int, float)) or v != v else f"{v:.{digits}f}"
 
@@ -400,6 +474,10 @@ def main():
     lb.add_argument("paths", nargs="+")
     lb.add_argument("--gguf", action="append", default=[], help="a GGUF file whose converted folders to key "
                                                                 "by content (repeatable; the bundled SmolLM2 always)")
+    y = sub.add_parser("replay")
+    y.add_argument("published")
+    y.add_argument("run")
+    y.add_argument("--model-args", default="", help="the sweep's --model-args (default: the bundled SmolLM2)")
     w = sub.add_parser("twin")
     w.add_argument("dest")
     w.add_argument("--model", help="model folder (default: the bundled SmolLM2-135M-Instruct)")
@@ -420,6 +498,8 @@ def main():
             checkpoint(args.run, args.dest)
         elif args.cmd == "restore":
             restore(args.src, args.run)
+        elif args.cmd == "replay":
+            replay(args.published, args.run, args.model_args)
         else:
             print(table(args.folders, args.task, [m for m in args.metrics.split(",") if m]))
     except DriftUsageError as exc:  # unusable input: one line, exit 2

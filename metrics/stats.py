@@ -91,8 +91,29 @@ def _binary(binary: bool | None, *arrays) -> bool:
     return all(is_binary(a) for a in arrays) if binary is None else bool(binary)
 
 
+def share_sum_interval(values, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The exact (Clopper–Pearson) interval of the mean of shares between 0 and 1, their sum
+    read as a count of successes among ``n`` (a fractional count: the beta quantiles take
+    it as it is). A share of mean m varies at most as much as a 0/1 outcome of mean m, so its
+    sum is less spread than that binomial count, and the bounds, exact for the count, are
+    conservative for the sum in practice: by simulation from the committed runs' time in the
+    language their coverage is at least 0.95 at 8 to 200 samples, where the percentile
+    bootstrap's falls to 0.78 (8 samples) and 0.85 (36) and Wilson's to 0.91
+    (``benchmarks/time_coverage.py``). NaNs for fewer than 2 values."""
+    from scipy.stats import beta
+
+    a = np.clip(np.asarray(values, dtype=float), 0.0, 1.0)
+    if a.size < 2:
+        return (math.nan, math.nan)
+    n, s, tail = a.size, float(a.sum()), (1 - confidence) / 2
+    lo = 0.0 if s <= 0 else float(beta.ppf(tail, s, n - s + 1))
+    hi = 1.0 if s >= n else float(beta.ppf(1 - tail, s + 1, n - s))
+    return (lo, hi)
+
+
 def mean_interval(values, confidence: float = CONFIDENCE, n_resamples: int = N_RESAMPLES,
-                  seed: int = SEED, binary: bool | None = None, share: bool = False) -> tuple[float, float]:
+                  seed: int = SEED, binary: bool | None = None, share: bool = False,
+                  exact: bool = False) -> tuple[float, float]:
     """Interval of the mean of per-sample values: Wilson for 0/1 values, else a percentile
     bootstrap (a constant sample gives a zero-width interval); fewer than 2 values: NaNs.
     ``binary``: whether the values are 0/1 outcomes (None: when every value is 0 or 1).
@@ -100,10 +121,14 @@ def mean_interval(values, confidence: float = CONFIDENCE, n_resamples: int = N_R
     the interval is Wilson's for 0 (n) successes of n, not a point: a share of mean m is 1
     with probability at most m (and 0 with probability at most 1 − m), so n ones are at most
     as likely as n successes of a proportion m, and at these outcomes the bound misses a
-    share's mean no more often than a proportion's."""
+    share's mean no more often than a proportion's. ``exact``: the shares' exact interval
+    (``share_sum_interval``), for a share that is mostly 0 or 1 per sample (the time in the
+    language), where the bootstrap's coverage falls short."""
     a = np.asarray(values, dtype=float)
     if a.size < 2:  # one sample (e.g. a one-doc task's fitted value) says nothing about its spread
         return (math.nan, math.nan)
+    if exact:
+        return share_sum_interval(a, confidence)
     if _binary(binary, a) or (share and (np.all(a == 0) or np.all(a == 1))):
         return wilson_interval(int(a.sum()), a.size, confidence)
     return _bootstrap_mean(a, confidence, n_resamples, seed)

@@ -164,6 +164,13 @@ def share(catalogue: dict, task: str, metric: str) -> bool:
     return (catalogue.get(task, {}).get(metric) or {}).get("values") == "share"
 
 
+def exact_share(catalogue: dict, task: str, metric: str) -> bool:
+    """Whether the metric is a share with the ``time`` role, whose interval is the exact one of
+    its sum (``stats.share_sum_interval``): mostly 0 or 1 per sample, where the bootstrap's
+    coverage falls short."""
+    return share(catalogue, task, metric) and "time" in ((catalogue.get(task, {}).get(metric) or {}).get("roles") or ())
+
+
 def headline(catalogue: dict, task: str) -> str | None:
     """The task's headline metric (its first metric with the ``headline`` role), or None."""
     names = hinted(catalogue, task, "headline")

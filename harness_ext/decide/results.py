@@ -505,7 +505,7 @@ class Output:
 
     def metric(self, task: str, name: str, setting: str = "none", model: str | None = None) -> Metric:
         from drift_eval.metrics import stats
-        from drift_eval.tasks import binary, share
+        from drift_eval.tasks import binary, exact_share, share
 
         run = self.run(setting, model)
         tr = run.task(task)
@@ -518,7 +518,8 @@ class Output:
         lo = hi = math.nan
         kind = binary(self.catalogue, task, name)
         if per and len(per) > 1:
-            lo, hi = stats.mean_interval(list(per.values()), binary=kind, share=share(self.catalogue, task, name))
+            lo, hi = stats.mean_interval(list(per.values()), binary=kind, share=share(self.catalogue, task, name),
+                                         exact=exact_share(self.catalogue, task, name))
         elif is_number(value) and isinstance(stderr, float):
             lo, hi = stats.normal_interval(float(value), stderr)
         n = tr.n if tr.n is not None else (len(per) if per else None)
