@@ -168,3 +168,42 @@ def test_restricted_mean_interval_covers_as_claimed_in_simulation():
                 r = stats.restricted_mean(onsets, [tau] * n)
                 hits += r.lower <= true <= r.upper
             assert hits / 600 >= 0.91, (h, n, hits / 600)
+
+
+def test_the_exact_interval_of_a_share_sum_is_clopper_pearson_on_the_sum():
+    from scipy.stats import binomtest
+
+    ones = [1.0] * 9 + [0.0] * 27  # 0/1 shares: exactly the Clopper-Pearson interval of 9 of 36
+    ci = binomtest(9, 36).proportion_ci(method="exact")
+    assert stats.share_sum_interval(ones) == pytest.approx((ci.low, ci.high))
+    lo, hi = stats.share_sum_interval([0.0] * 35 + [0.5])  # a fractional sum: between 0 and 1 successes
+    assert 0.0 < lo < binomtest(1, 36).proportion_ci(method="exact").low
+    assert binomtest(0, 36).proportion_ci(method="exact").high < hi < binomtest(1, 36).proportion_ci(method="exact").high
+    assert stats.share_sum_interval([1.0] * 8)[1] == 1.0 and stats.share_sum_interval([0.0] * 8)[0] == 0.0
+    assert all(math.isnan(v) for v in stats.share_sum_interval([0.5]))
+    assert stats.mean_interval([0.2, 1.0, 0.0, 1.0], share=True, exact=True) == stats.share_sum_interval([0.2, 1, 0, 1])
+
+
+def test_the_exact_share_interval_covers_a_mixture_like_the_time_in_the_language():
+    """Masses at 0 and 1 and shares between, as forced runs produce them: at 36 samples the
+    interval holds the mean in at least 95% of 2 000 draws for each mixture."""
+    rng = np.random.default_rng(5)
+    for p0, p1 in ((0.6, 0.2), (0.1, 0.8), (0.45, 0.45), (0.9, 0.05)):
+        mid = 1 - p0 - p1
+        truth = p1 + mid * 0.5
+        hits = 0
+        for _ in range(2000):
+            kind = rng.choice(3, size=36, p=[p0, p1, mid])
+            x = np.where(kind == 0, 0.0, np.where(kind == 1, 1.0, rng.uniform(size=36)))
+            lo, hi = stats.share_sum_interval(x)
+            hits += lo <= truth <= hi
+        assert hits / 2000 >= 0.95, (p0, p1, hits / 2000)
+
+
+def test_the_time_in_the_language_gets_the_exact_interval_in_reports():
+    from drift_eval.tasks import exact_share, metric_catalogue
+
+    cat = metric_catalogue()
+    assert exact_share(cat, "drift_french_single", "time_in_french")
+    assert exact_share(cat, "drift_ja_multiturn", "time_in_target")
+    assert not exact_share(cat, "drift_french_multiturn", "last3_french")  # a share, but not the time
