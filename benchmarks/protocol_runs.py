@@ -34,6 +34,9 @@ and, to score a published run again when a definition changes:
         command with ``--output RUN_FOLDER`` then scores them with today's tasks in real
         lm-eval, generating nothing but the forcing check;
 
+    python benchmarks/protocol_runs.py rescore docs/results/NAME [--model-args ARGS]
+        all of it in place: replay, the run's own sweep command (its ``sweep.json``), publish;
+
 and one before: ``python benchmarks/protocol_runs.py twin NEW_FOLDER [--model DIR]`` writes
 the untrained twin of DIR (default: the bundled SmolLM2-135M-Instruct), the same weights as
 ``drift-eval alpha --random-init``, as a model folder that a sweep loads with
@@ -65,7 +68,7 @@ import shutil
 import sys
 
 from drift_eval.plugin import answer_cache
-from drift_eval.decide.results import converted_gguf, load_output, read_run_file, results_files
+from drift_eval.decide.results import converted_gguf, load_output, read_manifest, read_run_file, results_files
 from drift_eval.errors import DriftUsageError
 from drift_eval.files import atomic_open, read_jsonl, read_text, write_text_atomic
 
@@ -385,6 +388,67 @@ def replay(published: str, run: str, model_args: str = "") -> None:
         print(f"{os.path.join(run, setting, 'cache', answer_cache.FILE)}: {n} answers from {published}")
 
 
+def rescore(published: str, model_args: str = "", batch_size: int = 36) -> None:
+    """Score a published run again with today's tasks, in place: its answers go into a fresh
+    sweep folder's answer cache (``replay``), its own sweep command (``sweep.json``'s options)
+    runs there in real lm-eval without generating, and the new results and samples replace
+    the published ones (``publish``). ``model_args`` overrides the published model (its
+    ``pretrained`` and ``gguf_file``: the published names are portable, not paths here);
+    default: the bundled SmolLM2-135M-Instruct. The run's wall-clock stays the one of the run
+    that made the answers (``run.json``)."""
+    import tempfile
+
+    from lm_eval.utils import simple_parse_args_string
+
+    from drift_eval.plugin.local_models import smollm2_dir
+    from drift_eval.plugin.sweep import run_sweep
+
+    manifest = read_manifest(published)
+    if manifest is None:
+        raise DriftUsageError(f"{published} holds no sweep.json: it is not a published sweep")
+    options = manifest.get("options") or {}
+    margs = {**{k: str(v) for k, v in (options.get("model_args") or {}).items()},
+             "pretrained": smollm2_dir(), **simple_parse_args_string(model_args or "")}
+    if "gguf_file" in margs and not model_args:
+        raise DriftUsageError(f"{published} was run on a GGUF file ({margs['gguf_file']}): give --model-args "
+                              f"pretrained=DIR,gguf_file=FILE")
+    wall = _seconds_of(published)
+    with tempfile.TemporaryDirectory(prefix="rescore-") as work:
+        run, fresh = os.path.join(work, "run"), os.path.join(work, "published")
+        replay(published, run, ",".join(f"{k}={v}" for k, v in margs.items()))
+        limit = options.get("limit")
+        run_sweep(run, ",".join(manifest["settings"]), ",".join(options.get("tasks") or manifest["tasks"]),
+                  model_args=",".join(f"{k}={v}" for k, v in margs.items()),
+                  limit=int(limit) if isinstance(limit, (int, float)) else None,
+                  gen_kwargs=options.get("gen_kwargs") or "", batch_size=batch_size,
+                  apply_chat_template=bool(options.get("apply_chat_template", True)),
+                  metadata=json.dumps(options["metadata"]) if options.get("metadata") else "",
+                  span=options.get("span") or "system")
+        publish(run, fresh)
+        for name in os.listdir(published):  # the old files go only once the new ones are all there
+            if name != "run.json":
+                path = os.path.join(published, name)
+                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        for name in os.listdir(fresh):
+            shutil.move(os.path.join(fresh, name), os.path.join(published, name))
+    if wall is not None and not os.path.exists(os.path.join(published, "run.json")):
+        write_text_atomic(os.path.join(published, "run.json"), json.dumps({"wall_clock_s": wall}) + "\n")
+    print(f"{published}: scored again with today's tasks")
+
+
+def _seconds_of(published: str) -> float | None:
+    """The wall-clock of the run that made a published run's answers: its ``run.json``, else
+    the sum of its results files' ``total_evaluation_time_seconds``."""
+    note = os.path.join(published, "run.json")
+    if os.path.isfile(note):
+        return None  # already recorded
+    total = 0.0
+    for path in glob.glob(os.path.join(published, "*", "*", "results_*.json")):
+        with open(path, encoding="utf-8") as fh:
+            total += float(json.load(fh).get("total_evaluation_time_seconds") or 0.0)
+    return total or None
+
+
 def _fmt(v, digits=3):
     return "—" if not isinstance(v, (int, float)) or v != v else f"{v:.{digits}f}"
 
@@ -478,6 +542,10 @@ def main():
     y.add_argument("published")
     y.add_argument("run")
     y.add_argument("--model-args", default="", help="the sweep's --model-args (default: the bundled SmolLM2)")
+    z = sub.add_parser("rescore")
+    z.add_argument("published")
+    z.add_argument("--model-args", default="", help="pretrained=DIR[,gguf_file=F] (default: the bundled SmolLM2)")
+    z.add_argument("--batch-size", type=int, default=36)
     w = sub.add_parser("twin")
     w.add_argument("dest")
     w.add_argument("--model", help="model folder (default: the bundled SmolLM2-135M-Instruct)")
@@ -498,6 +566,8 @@ def main():
             checkpoint(args.run, args.dest)
         elif args.cmd == "restore":
             restore(args.src, args.run)
+        elif args.cmd == "rescore":
+            rescore(args.published, args.model_args, args.batch_size)
         elif args.cmd == "replay":
             replay(args.published, args.run, args.model_args)
         else:
