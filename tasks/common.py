@@ -40,6 +40,34 @@ def answer_record(answer) -> dict:
 left_languages = drift.left_languages
 
 
+def time_interval(scores: dict) -> None:
+    """The time in the language's interval, into the results JSON beside it: the sample's
+    ``time_in_*`` again as ``time_in_*_lower`` and ``time_in_*_upper``, which aggregate to
+    the bounds of its 95% interval (``share_lower``, ``share_upper``)."""
+    for name in [k for k in scores if k.startswith("time_in_")]:
+        scores[f"{name}_lower"] = scores[f"{name}_upper"] = scores[name]
+
+
+def _bound(values, side: int):
+    import math
+
+    from drift_eval.metrics import stats
+
+    bound = stats.share_sum_interval(values)[side]
+    return bound if math.isfinite(bound) else None  # one sample: no interval (null, never NaN)
+
+
+def share_lower(values):
+    """lm-eval aggregation: the lower bound of the 95% interval of the mean of shares
+    (``stats.share_sum_interval``, exact, as the report gives it); null below two samples."""
+    return _bound(values, 0)
+
+
+def share_upper(values):
+    """lm-eval aggregation: the upper bound (``share_lower``)."""
+    return _bound(values, 1)
+
+
 def placements(values) -> str:
     """lm-eval aggregation of ``instruction_placement``: the one placement of the run, or
     every placement seen, joined by '+'."""

@@ -15,7 +15,8 @@ from drift_eval.plugin.answers import meta_of
 from drift_eval.settings import int_option
 # the shared task classes and aggregations, by the names the YAML files give them
 from drift_eval.tasks.common import (ConversationTask, ForcedLengthTask, answer_record,  # noqa: F401
-                                     conversation_placement, defined_mean, headline, left_languages, placements)
+                                     conversation_placement, defined_mean, headline, left_languages, placements,
+                                     share_lower, share_upper, time_interval)
 from drift_eval.tasks.drift_french.data import CONFLICT_REQUEST, read_conversations, read_requests, system_prompt
 
 
@@ -31,6 +32,7 @@ def load_single_turn(prompt_language: str = "en", **_metadata):
 def process_results(doc, results):
     scores = drift.score_response(results[0], instruction=doc["system_prompt"], lang="fr", meta=meta_of(results[0]))
     headline(scores, scores["fully_french"])
+    time_interval(scores)
     scores.update(answer_record(results[0]))
     return scores
 
@@ -71,6 +73,7 @@ def process_conversation(doc, results):
     replies = assistant_replies(results[0])
     scores = conversation.score_conversation(replies, lang="fr", instruction=doc.get("system_prompt", ""))
     headline(scores, scores["all_turns_french"])
+    time_interval(scores)
     scores["instruction_placement"] = conversation_placement(results[0])
     return scores
 

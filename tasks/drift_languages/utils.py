@@ -19,7 +19,8 @@ from drift_eval.settings import int_option
 from drift_eval.tasks import common
 # the shared aggregations, by the names the YAML files give them
 from drift_eval.tasks.common import (answer_record, conversation_placement, defined_mean, headline,  # noqa: F401
-                                     left_languages, placements)
+                                     left_languages, placements, share_lower, share_upper,
+                                     time_interval)
 from drift_eval.tasks.drift_languages.data import check_target, read_conversations, read_requests, system_prompt
 
 mean_language_score = drift.mean_language_score
@@ -63,6 +64,7 @@ def process_results(doc, results):
     scores = drift.neutral_names(drift.score_response(results[0], instruction=doc["system_prompt"], lang=lang,
                                                       meta=meta_of(results[0])))
     headline(scores, scores["fully_target"])
+    time_interval(scores)
     scores.update(answer_record(results[0]))
     return scores
 
@@ -72,6 +74,7 @@ def process_conversation(doc, results):
     scores = drift.neutral_names(conversation.score_conversation(
         replies, lang=doc["target_language"], instruction=doc.get("system_prompt", "")))
     headline(scores, scores["all_turns_target"])
+    time_interval(scores)
     scores["instruction_placement"] = conversation_placement(results[0])
     return scores
 
