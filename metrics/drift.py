@@ -133,22 +133,6 @@ def first_foreign(timeline: list[str], lang: str = "fr") -> int | None:
     return next((i for i, seg in enumerate(timeline) if seg not in (langid.UNKNOWN, langid.CODE, lang)), None)
 
 
-def answer_times(answers, lang: str = "fr") -> tuple[list, list] | None:
-    """Time in ``lang`` over each answer, in metric tokens, for ``stats.restricted_mean``:
-    ``(onsets, lengths)`` from ``(timeline, text)`` pairs. An answer stayed ``onset × 128``
-    tokens when it left at segment ``onset`` (``None``: it never left, censored at its own
-    length: the text's metric tokens, or its segments × 128 without a text); undetermined
-    answers are left out. None when no answer is determined."""
-    onsets, lengths = [], []
-    for timeline, text in answers:
-        if not isinstance(timeline, list) or not determined(timeline):
-            continue
-        first = first_foreign(timeline, lang)
-        onsets.append(None if first is None else first * SEGMENT_TOKENS)
-        lengths.append(max(len(langid.tokens(text)) if text else len(timeline) * SEGMENT_TOKENS, 1))
-    return (onsets, lengths) if onsets else None
-
-
 def starts_in(timeline: list[str], lang: str = "fr") -> bool:
     """Whether the first known segment is in ``lang`` (``starts_french``; False when no
     segment is known)."""

@@ -279,14 +279,3 @@ def test_a_conditional_partner_must_be_a_metric_of_its_task():
         _hint({"role": "key", "conditional": ["a", "b"]}, "x.yaml: m")
     assert _hint({"role": "key", "conditional": "m2"}, "x.yaml: m")["conditional"] == "m2"
     assert _hint({"role": "key", "conditional": "m2"}, "x.yaml: m")["parts"] == {}
-
-
-def test_answer_times_are_onsets_in_tokens_censored_at_each_answers_length():
-    fr, en, un = "fr", "en", langid.UNKNOWN
-    answers = [([fr, fr, en], "mot " * 300),         # left at segment 2: 256 tokens in French
-               ([fr, un, fr], "mot " * 333),         # never left: censored at its 333 tokens
-               ([un, un], "rien"),                   # undetermined: left out
-               ([en], None),                         # left at once; no text: 1 segment of 128
-               ("not a timeline", "x")]
-    assert drift.answer_times(answers, "fr") == ([256, None, 0], [300, 333, 128])
-    assert drift.answer_times([([un], "x")], "fr") is None
