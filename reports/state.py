@@ -60,6 +60,7 @@ class Report:
         self.baseline, self.baseline_model, self.candidate = resolve_baseline(output, base, candidate)
         self._against_none: dict = {}
         self._against_baseline: dict = {}
+        self.between = self._between_models()
         self.family_size = self._adjust_family()
 
     # ------------------------------------------------------------------ names and records
@@ -159,9 +160,35 @@ class Report:
             for task, metric in dict.fromkeys(names):
                 yield run, task, metric
 
+    def _between_models(self) -> dict:
+        """``{(task, metric): Comparison}``: where the report holds two models and no
+        baseline, the second against the first on each language task's headline (``none``
+        of both, the documents both answered), so that two models are compared language by
+        language without ``--baseline``; a language one of them did not run, or runs that
+        are not one test, are left out."""
+        from drift_eval.decide.compare import compare_metric
+        from drift_eval.errors import DriftUsageError
+        from drift_eval.reports.sections.languages import target_of
+
+        models = self.output.models
+        if len(models) != 2 or self.baseline is not None:
+            return {}
+        out = {}
+        for task in self.output.task_names():
+            metric = self.headline(task)
+            if not metric or not target_of(self, task):
+                continue
+            try:
+                out[(task, metric)] = compare_metric(self.output, self.output, task, metric, "none",
+                                                     candidate_model=models[1], baseline_model=models[0])
+            except DriftUsageError:
+                continue
+        return out
+
     def _adjust_family(self) -> int:
         """Every comparison the report shows (each setting against ``none``, the candidate
-        against the baseline) as one family: their p-values adjusted together
+        against the baseline, the second model against the first language by language) as
+        one family: their p-values adjusted together
         (``stats.adjust_family``, Benjamini–Hochberg), each verdict read from its adjusted
         p. The comparisons are computed here once and replaced by their adjusted versions,
         so every section reads the same verdict. Returns the family's size."""
@@ -170,12 +197,16 @@ class Report:
         changes = [c for run, task, metric in self.shown_comparisons()
                    if (c := self.against_none(run, task, metric)) is not None]
         base = {(c.setting, c.task, c.metric): c for full in (False, True) for c in self.against_baseline(full)}
-        adjusted = stats.adjust_family([c["d"] for c in changes] + [c.difference for c in base.values()])
+        adjusted = stats.adjust_family([c["d"] for c in changes] + [c.difference for c in base.values()]
+                                       + [c.difference for c in self.between.values()])
         for change, d in zip(changes, adjusted):
             change["d"] = d
-        by_key = {k: dataclasses.replace(c, difference=d) for (k, c), d in zip(base.items(), adjusted[len(changes):])}
+        rest = adjusted[len(changes):]
+        by_key = {k: dataclasses.replace(c, difference=d) for (k, c), d in zip(base.items(), rest)}
         for full, comps in self._against_baseline.items():
             self._against_baseline[full] = [by_key[(c.setting, c.task, c.metric)] for c in comps]
+        self.between = {k: dataclasses.replace(c, difference=d)
+                        for (k, c), d in zip(self.between.items(), rest[len(base):])}
         return len(adjusted)
 
     def record_change(self, section: str, run, task: str, metric: str, change: dict) -> None:

@@ -180,14 +180,14 @@ def heat_map(rows: list, columns: list, values: list, title: str, lower: float =
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}" class="plot">',
              f'<title>{escape(title)}</title>',
-             f'<text x="0" y="14" font-size="12" font-weight="bold">{escape(_fit(title, width))}</text>']
+             f'<text x="0" y="14" font-size="12" font-weight="bold"{_fit(title, width)}>{escape(title)}</text>']
     for j, col in enumerate(columns):
-        parts.append(f'<text x="{label_w + j * cw + cw / 2:.1f}" y="{top - 6}" font-size="10" text-anchor="middle">'
-                     f'{escape(_fit(str(col), cw))}</text>')
+        parts.append(f'<text x="{label_w + j * cw + cw / 2:.1f}" y="{top - 6}" font-size="10" text-anchor="middle"'
+                     f'{_fit(str(col), cw - 4, 5.5)}>{escape(str(col))}</text>')
     span = (upper - lower) or 1.0
     for i, row in enumerate(rows):
         y = top + i * ch
-        parts.append(f'<text x="0" y="{y + ch - 7}" font-size="11">{escape(_fit(str(row), label_w))}</text>')
+        parts.append(f'<text x="0" y="{y + ch - 7}" font-size="11"{_fit(str(row), label_w - 4, 6)}>{escape(str(row))}</text>')
         for j in range(len(columns)):
             v = values[i][j] if j < len(values[i]) else None
             x = label_w + j * cw

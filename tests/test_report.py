@@ -539,3 +539,19 @@ def test_report_code_names_no_task_and_no_metric():
     for path in paths:
         for text in _code_strings(path):
             assert text not in names and not any(text.startswith(p) for p in prefixes | set(cat)), (path, text)
+
+
+def test_the_heat_map_shows_its_title_and_labels_as_text():
+    """The title, row and column labels are the texts' content (escaped), squeezed to fit
+    with textLength where they are long, never replaced by the attribute."""
+    import re
+
+    from drift_eval.reports.svg import heat_map
+
+    svg = str(heat_map(["Arabic (ar)", "a very long row label <b>that overflows</b> its column"],
+                       ["SmolLM2-135M-Instruct.Q4_1 [none]", "qwen"], [[0.0, 0.28], [None, 1.0]], "fully_target by language"))
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    assert texts[0] == "fully_target by language"
+    assert "SmolLM2-135M-Instruct.Q4_1 [none]" in texts and "qwen" in texts and "Arabic (ar)" in texts
+    assert "a very long row label &lt;b&gt;that overflows&lt;/b&gt; its column" in texts
+    assert not any("textLength" in t for t in texts) and 'lengthAdjust="spacingAndGlyphs"' in svg

@@ -19,13 +19,13 @@ def _columns(rep) -> list:
     first, in the order the results list them."""
     names = rep.output.task_names()
     groups = {t for r in rep.output.runs.values() for t, tr in r.tasks.items() if tr.is_group}
-    from drift_eval.reports.sections.languages import family
+    from drift_eval.reports.sections.languages import family, target_of
 
     _, inside = family(rep.output)  # shown one row per member in the Languages section
     out: dict = {}
     for task in sorted(names, key=lambda t: (t not in groups, names.index(t))):
-        if task in inside:
-            continue
+        if task in inside or (task not in groups and target_of(rep, task)):
+            continue  # a language's own task: a row of the Languages section, not a column here
         metric = rep.headline(task)
         if metric and any(rep.has(r, task, metric) for r in rep.output.runs.values()):
             out.setdefault(rep.family(task), []).append((task, metric))
@@ -149,8 +149,11 @@ def _readings(rep, columns: list) -> list:
     return out
 
 
-def build(rep) -> dict:
+def build(rep) -> dict | None:
     tables = [_table(rep, f, cols) for f, cols in _columns(rep)]
-    return {"tables": tables, "gate": gate_outcome(rep), "family": rep.family_size,
+    gate = gate_outcome(rep)
+    if not tables and gate is None:
+        return None  # every headline is a language task's: the Languages section is the first screen
+    return {"tables": tables, "gate": gate, "family": rep.family_size,
             "candidate": rep.candidate, "baseline_model": rep.baseline_model,
             "models": rep.output.models}

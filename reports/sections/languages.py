@@ -71,6 +71,57 @@ def _metric_cells(rep, runs, task: str, metric: str) -> list:
             for run in runs]
 
 
+def _pooled(rep, runs: list, rows: list) -> list:
+    """Per headline metric of the languages' own tasks (not their groups), the family pooled:
+    every sample of every language in one mean, with its interval (as the family's group
+    would pool them, weighted by each task's samples)."""
+    from drift_eval.metrics import stats
+
+    out = []
+    by_metric: dict = {}
+    for r in rows:
+        if not any(run.tasks.get(r["task"]) is not None and run.tasks[r["task"]].is_group for run in runs):
+            by_metric.setdefault(r["metric"], []).append(r["task"])
+    for metric, tasks in by_metric.items():
+        if len(tasks) < 2:
+            continue
+        cells = []
+        for run in runs:
+            values, binary = [], None
+            for task in tasks:
+                if rep.has(run, task, metric):
+                    m = rep.output.metric(task, metric, run.setting, run.model)
+                    values += list((m.per_sample or {}).values())
+                    binary = m.binary
+            if len(values) < 2:
+                cells.append(None)
+                continue
+            lo, hi = stats.mean_interval(values, binary=binary)
+            value = sum(values) / len(values)
+            rep.record(SECTION, run, "pooled", metric, "value", value, languages=len(tasks))
+            cells.append({"value": value, "lower": lo, "upper": hi, "n": len(values), "has_ci": True,
+                          "percent": False, "arrow": ""})
+        out.append({"metric": metric, "label": rep.label(tasks[0], metric), "languages": len(tasks), "cells": cells})
+    return out
+
+
+def _between_models(rep, runs: list, rows: list) -> dict | None:
+    """Where the report holds two models, each row's headline of the second against the
+    first (``Report.between``: ``none`` of both, the documents both answered, adjusted with
+    the report's other comparisons): the two models compared language by language."""
+    if not rep.between:
+        return None
+    first, second = rep.output.models
+    cells = []
+    for r in rows:
+        c = rep.between.get((r["task"], r["metric"]))
+        cells.append({"d": c.difference, "mde": c.mde} if c else None)
+        if c:
+            rep.record_change(SECTION, next(run for run in runs if run.model == second), r["task"], r["metric"],
+                              {"d": c.difference, "mde": c.mde, "against": first})
+    return {"first": first, "second": second, "cells": cells, "family": rep.family_size}
+
+
 def build(rep) -> dict | None:
     from drift_eval.metrics.languages import known, language
     from drift_eval.reports.svg import heat_map
@@ -105,6 +156,8 @@ def build(rep) -> dict | None:
                                    "causes": [rep.label(task, m) for m in causes], "cells": [
                                        [rep.cell(SECTION, run, task, m)["value"] for m in causes]
                                        if all(rep.has(run, task, m) for m in causes) else None for run in runs]})
+    pooled = _pooled(rep, runs, headline_rows)
+    between = _between_models(rep, runs, headline_rows)
     columns = [rep.name(r) for r in runs]
     plots = []
     shown = [r for r in headline_rows if r["first"]]  # each language's first row: its group, or its first task
@@ -115,5 +168,6 @@ def build(rep) -> dict | None:
         several = len({x["metric"] for x in shown}) > 1
         labels = [f"{r['name']} ({r['code']})" + (f" {r['metric']}" if several else "") for r in shown]
         plots.append(rep.plot(title, heat_map(labels, columns, values, title, lower=0.0, upper=1.0)))
-    return {"columns": columns, "headline": headline_rows, "time": time_rows, "split": split_rows, "plots": plots,
+    return {"columns": columns, "headline": headline_rows, "pooled": pooled, "between": between,
+            "time": time_rows, "split": split_rows, "plots": plots,
             "figures": [{"title": plots[0]["title"], "plots": plots}] if plots else []}
