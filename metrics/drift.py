@@ -110,20 +110,6 @@ def determined(timeline: list[str]) -> bool:
     return any(seg != langid.UNKNOWN for seg in timeline)
 
 
-def known_share(timeline: list[str]) -> float:
-    """The share of segments whose language is known (0 for an answer with no segment)."""
-    return sum(seg != langid.UNKNOWN for seg in timeline) / len(timeline) if timeline else 0.0
-
-
-def drift_onset(timeline: list[str], lang: str = "fr") -> float | None:
-    """Relative position of the first known segment not in ``lang``: its index / number of
-    segments; 1.0 if none; ``None`` for an undetermined answer (no known segment)."""
-    if not determined(timeline):
-        return None
-    first = first_foreign(timeline, lang)
-    return 1.0 if first is None else first / len(timeline)
-
-
 def first_foreign(timeline: list[str], lang: str = "fr") -> int | None:
     """Index of the first segment not kept in ``lang``: another language, degenerate or
     unreadable (task versions before 4.0 and 2.0: the first known segment not in ``lang``,

@@ -51,10 +51,12 @@ def _single_samples(label, french_docs):
         timeline = ["fr"] * 4 if onset is None else ["fr"] * onset + ["en"] * (4 - onset)
         out.append({"doc_id": d, "doc": {"id": f"req{d:02d}"}, "target": "", "resps": [[text]],
                     "filtered_resps": [text], "filter": "none", "doc_hash": f"hash-req{d:02d}",
-                    "metrics": ["fully_french", "echo_rate", "french_fraction", "drift_score", "drift_onset",
-                                "language_timeline", "language_scores"],
+                    "metrics": ["fully_french", "echo_rate", "french_fraction", "drift_score", "time_in_french",
+                                "not_kept_left", "not_kept_degenerate", "not_kept_unreadable", "language_timeline",
+                                "language_scores"],
                     "fully_french": ff, "french_fraction": ff, "echo_rate": 1.0 if (label == "none" and d == 19) else 0.0,
-                    "drift_score": ff, "drift_onset": 1.0 if onset is None else onset / 4,
+                    "drift_score": ff, "time_in_french": 1.0 if onset is None else onset / 4,
+                    "not_kept_left": 1.0 - ff, "not_kept_degenerate": 0.0, "not_kept_unreadable": 0.0,
                     "language_timeline": timeline, "language_scores": [0.9 - 0.1 * k for k in range(4)]})
     return out
 
@@ -105,7 +107,8 @@ def write_output(root, settings=("none", "log:0.25", "const:0.25"), date="2026-0
         results = {
             "drift_french_single": _task_block("drift_french_single", single,
                                                ["fully_french", "french_fraction", "echo_rate", "drift_score",
-                                                "drift_onset"]),
+                                                "time_in_french", "not_kept_left", "not_kept_degenerate",
+                                                "not_kept_unreadable"]),
             "drift_french_multiturn": _task_block("drift_french_multiturn", conv, conv_metrics),
             "drift_alpha_detail": {"alias": "drift_alpha_detail", "alpha,none": cfg["alpha"],
                                    "alpha_stderr,none": 0.05, "alpha_se,none": 0.05,

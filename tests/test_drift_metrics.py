@@ -98,19 +98,12 @@ def test_line_pass_rate_uses_eligible_lines_only():
     assert drift.line_pass_rate(text) == pytest.approx(2 / 3)
 
 
-def test_drift_onset_and_its_aggregation():
+def test_the_first_segment_not_kept_and_old_timelines():
     u = langid.UNKNOWN
-    assert drift.drift_onset(["fr", "fr", "fr", "fr"]) == 1.0
-    assert drift.drift_onset(["fr", u, "en", "fr"]) == 0.5
-    assert drift.drift_onset([u, "fr"]) == 1.0
-    assert drift.drift_onset(["en", "fr"]) == 0.0
+    # task versions before 4.0 / 2.0 wrote "unknown" segments, passed over; code is passed over too
     assert [drift.first_foreign(t) for t in (["fr", "fr"], ["fr", u, "en"], [], [u, u])] == [None, 2, None, None]
-    # no known segment: undetermined, neither never-left (1) nor left at once (0)
-    assert drift.drift_onset([u, u]) is None and drift.drift_onset([]) is None
+    assert drift.first_foreign(["fr", langid.CODE, langid.DEGENERATE]) == 2
     assert not drift.determined([u, u]) and drift.determined([u, "en"])
-    assert drift.known_share([u, "fr", u, "en"]) == 0.5 and drift.known_share([]) == 0.0
-
-
 def test_the_survival_curve_leaves_undetermined_answers_out():
     u = langid.UNKNOWN
     # two answers that say something: one leaves at segment 2, one stays; two undetermined

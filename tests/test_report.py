@@ -555,3 +555,18 @@ def test_the_heat_map_shows_its_title_and_labels_as_text():
     assert "SmolLM2-135M-Instruct.Q4_1 [none]" in texts and "qwen" in texts and "Arabic (ar)" in texts
     assert "a very long row label &lt;b&gt;that overflows&lt;/b&gt; its column" in texts
     assert not any("textLength" in t for t in texts) and 'lengthAdjust="spacingAndGlyphs"' in svg
+
+
+def test_the_first_screen_splits_the_samples_not_kept_by_cause(tmp_path):
+    """The headline table gives, under a language task's headline, the share of samples not
+    kept in full by first cause, read from the task's ``cause`` metrics."""
+    from handmade_results import write_output
+
+    from drift_eval.decide.results import load_output
+    from drift_eval.reports.render import render
+
+    write_output(str(tmp_path), settings=("none",))
+    md = render(load_output(str(tmp_path)), "md")
+    headline = md.split("## Headline", 1)[1].split("\n## ", 1)[0]
+    assert "0.50 [" in headline and "not kept in full: 0.50 left the language, 0.00 degenerate, 0.00 unreadable" \
+        in headline  # none: docs 10-19 drifted into English

@@ -64,6 +64,7 @@ def _table(rep, family: str, columns: list) -> dict:
             cell = {**rep.cell(SECTION, run, task, metric), "percent": rep.percent(task, metric)}
             changes = [c for c in (rep.against_none(run, task, metric), _baseline_change(rep, run, task, metric)) if c]
             cell["changes"] = [_shown(rep, run, task, metric, c) for c in changes]
+            cell["causes"] = _causes(rep, run, task)
             cells.append(cell)
         span = 0 if run.model in seen else sum(r.model == run.model for r in runs)  # the model cell's rowspan
         seen.add(run.model)
@@ -71,6 +72,19 @@ def _table(rep, family: str, columns: list) -> dict:
     return {"family": family, "rows": rows, "readings": _readings(rep, columns),
             "columns": [{"task": t, "metric": m, "label": rep.label(t, m),
                          "arrow": {True: "↑", False: "↓"}.get(rep.direction(t, m), "")} for t, m in columns]}
+
+
+def _causes(rep, run, task: str) -> list:
+    """(cause, share) of the samples not kept, by first cause: the task's metrics with the
+    ``cause`` role (their labels, less "not kept: "), so that a low headline says why."""
+    from drift_eval.tasks import hinted
+
+    out = []
+    for metric in hinted(rep.cat, task, "cause"):
+        if rep.has(run, task, metric):
+            out.append((rep.label(task, metric).removeprefix("not kept: "),
+                        rep.cell(SECTION, run, task, metric)["value"]))
+    return out
 
 
 def _verdict(c: dict) -> str:
