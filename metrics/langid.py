@@ -5,7 +5,10 @@ user gives (``DRIFT_LID_MODEL`` or ``set_model_path``). It is loaded once per pr
 checked first (``check_model_file``): fastText's loader can crash the interpreter on a
 damaged file, so a missing, empty, foreign or cut-short file is one line instead.
 Empty or too-short text is ``"unknown"``, never an error. Seeded ``langdetect`` is kept as
-an independent cross-check.
+an independent cross-check. The segment rule (``label_segments``) gives each segment a
+language and a status: kept (written in the target: its language, no loop, words of its
+word list, ``lexicon``), left, degenerate, unreadable or code (docs/metrics.md, "Kept:
+written in the language").
 """
 from __future__ import annotations
 
@@ -276,7 +279,7 @@ class SegmentLabel:
     fasttext: str         # fastText's top label on the cleaned text
     degenerate: float     # share of the segment's word 4-grams seen earlier in the answer
     reason: str           # what decided: fasttext, function_words, margin, loop, too_short, script, alias
-    status: str = UNREADABLE  # kept, left, degenerate or unreadable (``STATUSES``)
+    status: str = UNREADABLE  # kept, left, degenerate, unreadable or code (``STATUSES``)
     known_words: float | None = None  # share of its words in the word list of its language (``lexicon``)
 
     @property
@@ -286,9 +289,8 @@ class SegmentLabel:
     @property
     def entry(self) -> str:
         """The segment in a language timeline: its language when it is written in one (kept
-        or left), else its status (``degenerate``, ``unreadable``)."""
+        or left), else its status (``degenerate``, ``unreadable``, ``code``)."""
         return self.lang if self.status in (KEPT, LEFT) else self.status
-
 
 
 def clean_for_lid(text: str) -> str:
