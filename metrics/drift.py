@@ -264,10 +264,14 @@ def loss_cause(entries: list[str], lang: str = "fr") -> str | None:
     return "degenerate" if langid.DEGENERATE in entries else "unreadable"
 
 
+#: timeline entries that are no language: what a part is when it is written in none
+#: (``langid.SegmentLabel.entry``), and the older tasks' ``unknown``
+NO_LANGUAGE = (langid.DEGENERATE, langid.UNREADABLE, langid.CODE, langid.UNKNOWN)
+
+
 def left_for(entries: list[str], lang: str = "fr") -> str | None:
     """The first other language that the parts ``entries`` are written in (None: none)."""
-    return next((e for e in entries if e not in (lang, langid.DEGENERATE, langid.UNREADABLE, langid.CODE,
-                                                 langid.UNKNOWN)), None)
+    return next((e for e in entries if e != lang and e not in NO_LANGUAGE), None)
 
 
 def left_languages(values) -> str:
@@ -298,7 +302,7 @@ def time_kept(entries: list[str], lang: str = "fr", sizes: list[int] | None = No
     total = sum(sizes)
     if not total or not _prose(entries):
         return 0.0
-    first = next((i for i, e in enumerate(entries) if e not in (lang, langid.CODE)), None)
+    first = first_foreign(entries, lang)
     return 1.0 if first is None else sum(sizes[:first]) / total
 
 
