@@ -3,6 +3,7 @@ draw them, seeded, from fresh answers and written segments, for labelling by rea
 
     python benchmarks/heldout_draw.py publish RUNS     # the fresh runs into docs/results/heldout
     python benchmarks/heldout_draw.py draw [L ...]     # tests/data/langid_heldout/L.jsonl, draw.json
+    python benchmarks/heldout_draw.py score            # the labelled sets scored: docs/metrics.md's table
 
 ``publish``: the output of ``benchmarks/heldout_runs.py`` (``RUNS/<model>/<kind>/<L>/``)
 into ``docs/results/heldout/<model>_<kind>/<L>/``, paths made portable.
@@ -23,8 +24,10 @@ unreadable; code is neither and is not drawn), then, with ``random.Random(f"{SEE
   sentence repeated, or the characters of the segment shuffled for Chinese and Japanese).
 
 Items are written in random order, without the rule's call (``draw.json`` keeps it, with
-the rule's version and fingerprint), and with ``label: null`` for reading. Nothing here
-reads a label."""
+where each real unit lies in its run, and the rule's version and fingerprint), and with
+``label: null`` for reading. A unit of an answer is scored as the task scores it (a segment
+with its whole answer in view, a reply alone); a written, synthetic or transplanted one
+alone (``unit: alone``). Nothing here reads a label."""
 from __future__ import annotations
 
 import datetime
@@ -79,12 +82,14 @@ def units(lang: str) -> list[dict]:
                 for t, reply in enumerate(assistant_replies(answer), 1):
                     label = langid.label_segments([reply], lang)[0]
                     out.append({"source": f"{run} doc {s['doc_id']} turn {t}", "unit": "reply", "context": "",
-                                "text": reply, "call": "degenerate" if label.status == langid.CODE else _call(label)})
+                                "text": reply, "call": "degenerate" if label.status == langid.CODE else _call(label),
+                                "where": {"run": run, "doc": s["doc_id"], "turn": t}})
                 continue
             spans = langid.segment_spans(answer, drift.SEGMENT_TOKENS, whole_tail=True)
             for k, ((a, b), label) in enumerate(zip(spans, drift.timeline_labels(answer, lang)), 1):
                 out.append({"source": f"{run} doc {s['doc_id']} segment {k}", "unit": "segment",
-                            "context": answer[:a], "text": answer[a:b], "call": _call(label)})
+                            "context": answer[:a], "text": answer[a:b], "call": _call(label),
+                            "where": {"run": run, "doc": s["doc_id"], "segment": k}})
     kept = []
     for u in out:
         if u["call"] is None or u["text"] in seen or not u["text"].strip():
@@ -130,8 +135,8 @@ def _synthetic(lang: str, written: list[dict], rng: random.Random, n: int) -> li
             sentences = _SENTENCE.findall(text) or [text]
             one = sentences[rng.randrange(len(sentences))].strip()
             made, how = " ".join([one] * max(2, len(text) // max(len(one), 1) + 1)), "one sentence repeated"
-        out.append({"source": f"synthetic: {w['id']}, {how}", "unit": "segment", "context": "", "text": made,
-                    "call": "degenerate"})
+        out.append({"source": f"synthetic: {w['id']}, {how}", "unit": "alone", "context": "", "text": made,
+                    "call": "degenerate", "where": None})
     return out
 
 
@@ -147,11 +152,11 @@ def draw(lang: str, all_units: dict) -> tuple[list[dict], dict]:
     written = _written(lang)
     rng.shuffle(written)
     for w in written[:max(0, STAYED - count["kept"])]:
-        chosen.append({"source": f"written: {w['id']} ({w['kind']})", "unit": "segment", "context": "",
-                       "text": w["text"], "call": "kept", "origin": "written"})
+        chosen.append({"source": f"written: {w['id']} ({w['kind']})", "unit": "alone", "context": "",
+                       "text": w["text"], "call": "kept", "origin": "written", "where": None})
     if count["left"] < REAL["left"]:
         others = [dict(u, source=f"transplant from {other}: {u['source']}", origin="transplant", call="left",
-                       unit="reply" if u["unit"] == "reply" else "segment", context="")
+                       unit="alone", context="", where=None)
                   for other in sorted(all_units) if other != lang for u in all_units[other] if u["call"] == "kept"]
         rng.shuffle(others)
         chosen += others[:REAL["left"] - count["left"]]
@@ -162,10 +167,106 @@ def draw(lang: str, all_units: dict) -> tuple[list[dict], dict]:
     items, strata = [], {}
     for n, u in enumerate(chosen, 1):
         item_id = f"{lang}-h{n:03d}"
-        strata[item_id] = {"call": u["call"], "origin": u["origin"]}
+        strata[item_id] = {"call": u["call"], "origin": u["origin"], "where": u["where"]}
         items.append({"id": item_id, "lang": lang, "source": u["source"], "unit": u["unit"],
                       "context": u["context"], "text": u["text"], "label": None, "note": ""})
     return items, strata
+
+
+LABELS = ("kept", "left", "degenerate", "unreadable")
+MIN_COUNTS = {"kept": 80, "left": 80, "degenerate": 30}
+BOUND = 0.93
+
+
+def read_set(lang: str) -> tuple[list, dict]:
+    """(the labelled items of ``lang``, ``draw.json``)."""
+    from drift_eval.files import read_json, read_jsonl
+
+    manifest = read_json(os.path.join(SETS, "draw.json"), "held-out manifest", expect=dict)
+    return read_jsonl(os.path.join(SETS, f"{lang}.jsonl"), "held-out set"), manifest
+
+
+def _answers(run: str, lang: str) -> dict:
+    """``{doc_id: answer}`` of one published fresh run."""
+    out = {}
+    for path in glob.glob(os.path.join(RUNS, run, lang, "*", "samples_*.jsonl")):
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                s = json.loads(line)
+                out[s["doc_id"]] = s["resps"][0][0]
+    return out
+
+
+def not_kept(item: dict, where: dict | None, lang: str, answers: dict) -> bool:
+    """The rule's call on a held-out item, scored as the task scores it: a segment with its
+    whole answer in view, a reply alone, a written, synthetic or transplanted text alone; True
+    when it is not kept (left, degenerate or unreadable; code is neither, so not "not kept")."""
+    from drift_eval.conversation import assistant_replies
+    from drift_eval.metrics import drift, langid
+
+    if where is None:
+        label = langid.label_segments([item["text"]], lang)[0]
+    else:
+        key = (where["run"], lang)
+        if key not in answers:
+            answers[key] = _answers(*key)
+        answer = answers[key][where["doc"]]
+        if "turn" in where:
+            reply = assistant_replies(answer)[where["turn"] - 1]
+            assert reply == item["text"], item["id"]
+            label = langid.label_segments([reply], lang)[0]
+            return label.status != langid.KEPT  # a reply of code only is no reply: unreadable
+        spans = langid.segment_spans(answer, drift.SEGMENT_TOKENS, whole_tail=True)
+        a, b = spans[where["segment"] - 1]
+        assert answer[a:b] == item["text"], item["id"]
+        label = drift.timeline_labels(answer, lang)[where["segment"] - 1]
+    return label.status not in (langid.KEPT, langid.CODE)
+
+
+def score(lang: str, answers: dict | None = None) -> dict:
+    """Precision and recall of "not kept" on ``lang``'s labelled set, with their Wilson 95%
+    lower bounds, the counts by label and origin, and the items the rule gets wrong."""
+    from drift_eval.metrics import stats
+
+    items, manifest = read_set(lang)
+    strata = manifest["languages"][lang]["items"]
+    answers = {} if answers is None else answers
+    truth = [i["label"] != "kept" for i in items]
+    called = [not_kept(i, strata[i["id"]]["where"], lang, answers) for i in items]
+    tp = sum(t and c for t, c in zip(truth, called))
+    fp = sum(c and not t for t, c in zip(truth, called))
+    fn = sum(t and not c for t, c in zip(truth, called))
+    origins = [strata[i["id"]]["origin"] for i in items]
+    return {"n": len(items), "labels": {k: sum(i["label"] == k for i in items) for k in LABELS},
+            "real": sum(o in ("real", "transplant") for o in origins) / len(items),
+            "precision": tp / (tp + fp) if tp + fp else float("nan"), "recall": tp / (tp + fn) if tp + fn else float("nan"),
+            "precision_lower": stats.wilson_interval(tp, tp + fp)[0], "recall_lower": stats.wilson_interval(tp, tp + fn)[0],
+            "wrong": [i["id"] for i, t, c in zip(items, truth, called) if t != c]}
+
+
+METRICS_DOC = os.path.join(ROOT, "docs", "metrics.md")
+_TABLE = re.compile(r"(<!-- table: langid_heldout -->\n)(.*?)(<!-- end table -->)", re.S)
+
+
+def table(results: dict) -> str:
+    """The per-language figures as docs/metrics.md gives them."""
+    from drift_eval.reports.text import short
+
+    lines = ["| language | items | kept / left / degenerate / unreadable (labels) | real answers | precision (lower bound) "
+             "| recall (lower bound) | wrong |", "|---|---|---|---|---|---|---|"]
+    for lang, r in results.items():
+        labels = " / ".join(str(r["labels"][k]) for k in LABELS)
+        lines.append(f"| {lang} | {r['n']} | {labels} | {short(r['real'])} | {r['precision']:.3f} "
+                     f"({r['precision_lower']:.3f}) | {r['recall']:.3f} ({r['recall_lower']:.3f}) | "
+                     f"{', '.join(r['wrong']) or '—'} |")
+    return "\n".join(lines) + "\n"
+
+
+def documented() -> str | None:
+    """The table as docs/metrics.md holds it (None without its markers)."""
+    with open(METRICS_DOC, encoding="utf-8") as fh:
+        m = _TABLE.search(fh.read())
+    return m.group(2) if m else None
 
 
 def main(argv: list[str]) -> int:
@@ -175,6 +276,16 @@ def main(argv: list[str]) -> int:
 
     if argv[:1] == ["publish"] and len(argv) == 2:
         publish(argv[1])
+        return 0
+    if argv[:1] == ["score"]:
+        answers: dict = {}
+        results = {lang: score(lang, answers) for lang in TARGETS}
+        write_text_atomic(os.path.join(ROOT, "benchmarks", "results", "langid_heldout.json"),
+                          json.dumps(results, indent=1, sort_keys=True) + "\n")
+        with open(METRICS_DOC, encoding="utf-8") as fh:
+            doc = fh.read()
+        write_text_atomic(METRICS_DOC, _TABLE.sub(lambda m: m.group(1) + table(results) + m.group(3), doc))
+        print(table(results))
         return 0
     if argv[:1] != ["draw"]:
         print(__doc__.split("\n\n")[1], file=sys.stderr)

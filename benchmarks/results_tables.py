@@ -13,6 +13,7 @@ otherwise) with its p and the p adjusted (Benjamini–Hochberg) over the compari
 table that are one family. Pure Python over the results: no model is loaded."""
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -46,9 +47,10 @@ def _p(d) -> str:
 
 
 def _change(d) -> str:
-    from drift_eval.reports.text import change
-
-    return change(d).split(" (")[0] + ", " + _p(d)
+    """A paired difference with its interval (sharing decimals) and its p: ``+0.14 [+0.00, +0.25], p 0.062 (0.31)``."""
+    scale = max((abs(x) for x in (d.difference, d.lower, d.upper) if math.isfinite(x)), default=None)
+    ci = f" [{short(d.lower, True, scale)}, {short(d.upper, True, scale)}]" if math.isfinite(d.lower) else ""
+    return f"{short(d.difference, True, scale)}{ci}, {_p(d)}"
 
 
 def _causes(out, task: str, setting: str = "none") -> str:

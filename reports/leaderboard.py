@@ -184,8 +184,8 @@ def markdown(output) -> str:
                f"share a rank (marked =) overlap and are tied. Rows are ranked only against rows whose answers were "
                f"made alike, at the same task version (the answers column). " if by else "No headline metric with a direction: rows are unranked. ")
     note = (ranking +
-            "Intervals: Wilson for 0/1 per-sample values, a bootstrap of the mean otherwise, ±1.96·stderr without "
-            "logged samples.")
+            "Intervals: Wilson for 0/1 per-sample values, the exact interval of the shares' sum for the time in "
+            "the language, a bootstrap of the mean otherwise, ±1.96·stderr without logged samples.")
     return "\n".join(["# Drift leaderboard", "", *lines, "", note, ""])
 
 
