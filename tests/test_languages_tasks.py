@@ -145,7 +145,11 @@ def test_report_leaderboard_and_compare_read_every_language_and_the_pool(hf_runs
     assert r.returncode == 0, r.stderr[-2000:]
     text = md.read_text(encoding="utf-8")
     assert "## Languages" in text and "| `Japanese` (`ja`) | `drift_ja`: " in text and "| `drift_ja_single`: " in text
-    assert "answer (tokens)" in text and "conversation (turns)" in text and "of 4 |" in text
+    assert "| all 14 languages, pooled | fully in the target language |" in text  # the family pooled per headline
+    # the time in the language, each answer's share (each conversation's share of turns), with its exact interval
+    assert "| language | time in the language |" in text
+    assert "| `Japanese` (`ja`) | `drift_ja_single`: time in the target language (share of the answer) |" in text
+    assert "`drift_ja_multiturn`: time in the target language (share of the turns) |" in text
     assert "drift_ja_single: share of answers still in Japanese, by segment" in text
     assert "drift_ja_single: segment languages" not in text or "left Japanese" in text
     head = text.split("## Headline", 1)[1].split("## ", 1)[0]

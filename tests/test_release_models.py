@@ -36,9 +36,9 @@ def test_compare_gate_leaderboard_and_report_on_two_real_models(real_sweep, twin
     rows = json.loads(r.stdout)
     assert {(x["candidate"], x["baseline"]) for x in rows} == {("smollm2-random-init", "SmolLM2-135M-Instruct.Q4_1")}
     ff = next(x for x in rows if x["setting"] == "none" and x["metric"] == "fully_french")
-    # the twin's answer 0 is a one-word loop ("spectacle spectacle ..."): undetermined, so fully_french pairs
-    # the one document determined in both runs, and 1 document detects nothing
-    assert ff["n"] == 1 and ff["test"] == "exact McNemar" and ff["mde"] is None
+    # the twin's answer 0 is a one-word loop ("spectacle spectacle ..."): not kept (degenerate), so no document
+    # leaves the headline and fully_french pairs both; 2 documents detect nothing
+    assert ff["n"] == 2 and ff["test"] == "exact McNemar" and ff["mde"] is None
 
     policy = tmp_path / "gate.yaml"
     policy.write_text(f"baseline: {trained}\nrules:\n"

@@ -63,7 +63,9 @@ def test_context_has_known_comparisons_costs_and_curves(handmade):
     assert costs["log:0.25"] == pytest.approx(0.10) and costs["const:0.25"] == pytest.approx(0.25)
     assert summary["drift_french"]["columns"] == ["drift_score ↑"]
     assert summary["drift_french"]["rows"][0]["cells"][0]["value"] == pytest.approx(10 / 24)  # 10 answers + 0 conversations
-    assert summary["drift_french_single"]["columns"] == ["fully_french ↑", "echo_rate ↓"]
+    assert summary["drift_french_single"]["columns"] == ["fully_french ↑", "echo_rate ↓", "time_in_french ↑",
+                                                         "not_kept_left ↓", "not_kept_degenerate ↓",
+                                                         "not_kept_unreadable ↓"]
     titles = [p["title"] for p in ctx["plots"]]
     assert "drift_french_single: share of answers still in French, by segment" in titles
     assert "drift_french_multiturn: French rate by turn" in titles and "drift_alpha_detail: α by layer" in titles
@@ -139,10 +141,13 @@ def test_headline_table_and_what_it_supports(handmade, tmp_path):
     assert tables["position_bias"]["readings"][0]["sentences"] == [
         "The settings cannot be compared on these headlines: they have neither per-sample values nor standard "
         "errors."]
-    recorded = {(r["setting"], r["task"], r["statistic"], r.get("against")): r["value"] for r in ctx["records"]
-                if r["section"] == "headline"}
-    assert recorded[("const:0.25", "drift_french_single", "mde", "none")] == pytest.approx(stats.mde_binary(20, 0.1))
-    assert recorded[("log:0.25", "drift_french_single", "value", None)] == 1.0
+    recorded = {(r["setting"], r["task"], r["metric"], r["statistic"], r.get("against")): r["value"]
+                for r in ctx["records"] if r["section"] == "headline"}
+    assert recorded[("const:0.25", "drift_french_single", "fully_french", "mde", "none")] == pytest.approx(
+        stats.mde_binary(20, 0.1))
+    assert recorded[("log:0.25", "drift_french_single", "fully_french", "value", None)] == 1.0
+    # under the headline, the share not kept in full by first cause: all 20 answers kept under log:0.25
+    assert recorded[("log:0.25", "drift_french_single", "not_kept_left", "value", None)] == 0.0
 
     # one task, two settings, nothing significant: the sentence says so, with what the sample can detect
     root = tmp_path / "one"
