@@ -3,6 +3,7 @@ draw them, seeded, from fresh answers and written segments, for labelling by rea
 
     python benchmarks/heldout_draw.py publish RUNS     # the fresh runs into docs/results/heldout
     python benchmarks/heldout_draw.py draw [L ...]     # tests/data/langid_heldout/L.jsonl, draw.json
+    python benchmarks/heldout_draw.py topup [L ...]    # a labelled set short of MIN_COUNTS: more items
     python benchmarks/heldout_draw.py score            # the labelled sets scored: docs/metrics.md's table
 
 ``publish``: the output of ``benchmarks/heldout_runs.py`` (``RUNS/<model>/<kind>/<L>/``)
@@ -27,7 +28,11 @@ Items are written in random order, without the rule's call (``draw.json`` keeps 
 where each real unit lies in its run, and the rule's version and fingerprint), and with
 ``label: null`` for reading. A unit of an answer is scored as the task scores it (a segment
 with its whole answer in view, a reply alone); a written, synthetic or transplanted one
-alone (``unit: alone``). Nothing here reads a label."""
+alone (``unit: alone``). Nothing in the draw reads a label.
+
+``topup``: a labelled set whose labels fall short of a minimum (``MIN_COUNTS``: too few items
+read as kept, left or degenerate) gets more of the draw's items for that label, unlabelled,
+chosen from the counts alone (``topup``)."""
 from __future__ import annotations
 
 import datetime
@@ -176,6 +181,46 @@ def draw(lang: str, all_units: dict) -> tuple[list[dict], dict]:
 LABELS = ("kept", "left", "degenerate", "unreadable")
 MIN_COUNTS = {"kept": 80, "left": 80, "degenerate": 30}
 BOUND = 0.93
+TOPUP_MARGIN = 2
+
+
+def topup(lang: str, all_units: dict) -> tuple[list[dict], dict]:
+    """Items added to a labelled set whose labels fall short of ``MIN_COUNTS``: for each
+    label short by k, k + ``TOPUP_MARGIN`` more items of the draw's own source for it (kept:
+    written segments; left: transplants; degenerate: synthetic ones), none already in the set,
+    seeded with ``random.Random(f"{SEED}-{lang}-topup")``. It reads the labels' counts only,
+    never the rule's calls on the labelled items; the items come unlabelled, for reading."""
+    items, manifest = read_set(lang)
+    if any(i["label"] not in LABELS for i in items):
+        raise SystemExit(f"heldout_draw: {lang}.jsonl is not fully labelled: top up a labelled set only")
+    short = {k: MIN_COUNTS[k] - sum(i["label"] == k for i in items) for k in MIN_COUNTS}
+    rng = random.Random(f"{SEED}-{lang}-topup")
+    have = {i["text"] for i in items}
+    added = []
+    if short["kept"] > 0:
+        written = [w for w in _written(lang) if w["text"] not in have]
+        rng.shuffle(written)
+        added += [{"source": f"written: {w['id']} ({w['kind']})", "unit": "alone", "context": "", "text": w["text"],
+                   "call": "kept", "origin": "written", "where": None}
+                  for w in written[:short["kept"] + TOPUP_MARGIN]]
+    if short["left"] > 0:
+        others = [dict(u, source=f"transplant from {other}: {u['source']}", origin="transplant", call="left",
+                       unit="alone", context="", where=None)
+                  for other in sorted(all_units) if other != lang for u in all_units[other]
+                  if u["call"] == "kept" and u["text"] not in have]
+        rng.shuffle(others)
+        added += others[:short["left"] + TOPUP_MARGIN]
+    if short["degenerate"] > 0:
+        added += [dict(u, origin="synthetic") for u in
+                  _synthetic(lang, _written(lang), rng, short["degenerate"] + TOPUP_MARGIN)]
+    rng.shuffle(added)
+    new, strata = [], {}
+    for n, u in enumerate(added, len(items) + 1):
+        item_id = f"{lang}-h{n:03d}"
+        strata[item_id] = {"call": u["call"], "origin": u["origin"], "where": u["where"], "topup": True}
+        new.append({"id": item_id, "lang": lang, "source": u["source"], "unit": u["unit"],
+                    "context": u["context"], "text": u["text"], "label": None, "note": ""})
+    return items + new, strata
 
 
 def read_set(lang: str) -> tuple[list, dict]:
@@ -286,6 +331,21 @@ def main(argv: list[str]) -> int:
             doc = fh.read()
         write_text_atomic(METRICS_DOC, _TABLE.sub(lambda m: m.group(1) + table(results) + m.group(3), doc))
         print(table(results))
+        return 0
+    if argv[:1] == ["topup"]:
+        all_units = {lang: units(lang) for lang in TARGETS}
+        manifest_path = os.path.join(SETS, "draw.json")
+        for lang in argv[1:] or list(TARGETS):
+            items, strata = topup(lang, all_units)
+            _, manifest = read_set(lang)
+            if not strata:
+                continue
+            write_text_atomic(os.path.join(SETS, f"{lang}.jsonl"),
+                              "".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items))
+            manifest["languages"][lang]["items"].update(strata)
+            write_text_atomic(manifest_path, json.dumps(manifest, ensure_ascii=False, indent=1, sort_keys=True) + "\n")
+            origins = [s["origin"] for s in strata.values()]
+            print(f"{lang}: {len(strata)} items added ({', '.join(f'{o} {origins.count(o)}' for o in sorted(set(origins)))})")
         return 0
     if argv[:1] != ["draw"]:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
