@@ -1,8 +1,9 @@
 """The per-language held-out sets of the segment rule (tests/data/langid_heldout/README.md):
 draw them, seeded, from fresh answers and written segments, for labelling by reading.
 
-    python benchmarks/heldout_draw.py publish RUNS     # the fresh runs into docs/results/heldout
+    python benchmarks/heldout_draw.py publish RUNS [_more]  # fresh runs into docs/results/heldout
     python benchmarks/heldout_draw.py draw [L ...]     # tests/data/langid_heldout/L.jsonl, draw.json
+    python benchmarks/heldout_draw.py replies L ...    # eight-turn replies of later runs added
     python benchmarks/heldout_draw.py topup [L ...]    # a labelled set short of MIN_COUNTS: more items
     python benchmarks/heldout_draw.py score            # the labelled sets scored: docs/metrics.md's table
 
@@ -30,6 +31,11 @@ where each real unit lies in its run, and the rule's version and fingerprint), a
 with its whole answer in view, a reply alone); a written, synthetic or transplanted one
 alone (``unit: alone``). Nothing in the draw reads a label.
 
+``replies``: the languages whose draw held no eight-turn reply of Qwen (its eight-turn runs
+were made for five languages before the draw) get ``REPLIES`` replies of each call from
+eight-turn runs made after the draw (``LATER_RUNS``: four conversations, 9-12, of each
+model), seeded, unlabelled.
+
 ``topup``: a labelled set whose labels fall short of a minimum (``MIN_COUNTS``: too few items
 read as kept, left or degenerate) gets more of the draw's items for that label, unlabelled,
 chosen from the counts alone (``topup``)."""
@@ -51,15 +57,19 @@ REAL = {"kept": 50, "left": 85, "degenerate": 26}
 STAYED = 90
 MIN_DEGENERATE = 36
 CALLS = ("kept", "left", "degenerate")
+DRAW_RUNS = ("smollm2_single", "qwen_single", "smollm2_multiturn", "qwen_multiturn")
+# eight-turn runs made after the draw, for the languages whose draw held none of Qwen's replies
+LATER_RUNS = ("smollm2_multiturn_more", "qwen_multiturn_more")
+REPLIES = {"kept": 8, "left": 8, "degenerate": 4}
 
 
-def publish(runs: str) -> None:
+def publish(runs: str, suffix: str = "") -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from protocol_runs import publish as publish_run
 
     for folder in sorted(glob.glob(os.path.join(runs, "*", "*", "*"))):
         model, kind, lang = os.path.relpath(folder, runs).split(os.sep)
-        publish_run(folder, os.path.join(RUNS, f"{model}_{kind}", lang))
+        publish_run(folder, os.path.join(RUNS, f"{model}_{kind}{suffix}", lang))
 
 
 def _call(label) -> str | None:
@@ -71,19 +81,21 @@ def _call(label) -> str | None:
             langid.UNREADABLE: "degenerate"}.get(label.status)
 
 
-def units(lang: str) -> list[dict]:
-    """Every unit of the fresh answers of ``lang``: {source, unit, context, text, call}."""
+def units(lang: str, runs: tuple[str, ...] = DRAW_RUNS) -> list[dict]:
+    """Every unit of the fresh answers of ``lang`` in ``runs``: {source, unit, context, text, call}."""
     from drift_eval.conversation import assistant_replies
     from drift_eval.metrics import drift, langid
 
     out, seen = [], set()
     for path in sorted(glob.glob(os.path.join(RUNS, "*", lang, "*", "samples_*.jsonl"))):
         run = os.path.relpath(path, RUNS).split(os.sep)[0]
+        if run not in runs:
+            continue
         with open(path, encoding="utf-8") as fh:
             samples = [json.loads(line) for line in fh if line.strip()]
         for s in samples:
             answer = s["resps"][0][0]
-            if run.endswith("_multiturn"):
+            if "_multiturn" in run:
                 for t, reply in enumerate(assistant_replies(answer), 1):
                     label = langid.label_segments([reply], lang)[0]
                     out.append({"source": f"{run} doc {s['doc_id']} turn {t}", "unit": "reply", "context": "",
@@ -176,6 +188,29 @@ def draw(lang: str, all_units: dict) -> tuple[list[dict], dict]:
         items.append({"id": item_id, "lang": lang, "source": u["source"], "unit": u["unit"],
                       "context": u["context"], "text": u["text"], "label": None, "note": ""})
     return items, strata
+
+
+def replies(lang: str) -> tuple[list[dict], dict]:
+    """Eight-turn replies of the later runs (``LATER_RUNS``) added to ``lang``'s set:
+    ``REPLIES`` of each of the rule's calls at random (fewer where the runs hold fewer), none
+    already in the set, seeded with ``random.Random(f"{SEED}-{lang}-replies")``; unlabelled."""
+    items, _ = read_set(lang)
+    have = {i["text"] for i in items}
+    rng = random.Random(f"{SEED}-{lang}-replies")
+    pool = [u for u in units(lang, LATER_RUNS) if u["text"] not in have]
+    chosen = []
+    for call in CALLS:
+        mine = [u for u in pool if u["call"] == call]
+        rng.shuffle(mine)
+        chosen += mine[:REPLIES[call]]
+    rng.shuffle(chosen)
+    new, strata = [], {}
+    for n, u in enumerate(chosen, len(items) + 1):
+        item_id = f"{lang}-h{n:03d}"
+        strata[item_id] = {"call": u["call"], "origin": "real", "where": u["where"], "later": True}
+        new.append({"id": item_id, "lang": lang, "source": u["source"], "unit": u["unit"],
+                    "context": u["context"], "text": u["text"], "label": None, "note": ""})
+    return items + new, strata
 
 
 LABELS = ("kept", "left", "degenerate", "unreadable")
@@ -319,8 +354,11 @@ def main(argv: list[str]) -> int:
     from drift_eval.metrics import langid
     from drift_eval.metrics.languages import TARGETS
 
-    if argv[:1] == ["publish"] and len(argv) == 2:
-        publish(argv[1])
+    if argv[:1] == ["publish"] and len(argv) in (2, 3):
+        if len(argv) == 3 and argv[2] != "_more":
+            print("heldout_draw: publish RUNS [_more] (the later eight-turn runs)", file=sys.stderr)
+            return 2
+        publish(*argv[1:])
         return 0
     if argv[:1] == ["score"]:
         answers: dict = {}
@@ -332,11 +370,11 @@ def main(argv: list[str]) -> int:
         write_text_atomic(METRICS_DOC, _TABLE.sub(lambda m: m.group(1) + table(results) + m.group(3), doc))
         print(table(results))
         return 0
-    if argv[:1] == ["topup"]:
-        all_units = {lang: units(lang) for lang in TARGETS}
+    if argv[:1] in (["topup"], ["replies"]):
+        all_units = {lang: units(lang) for lang in TARGETS} if argv[0] == "topup" else {}
         manifest_path = os.path.join(SETS, "draw.json")
         for lang in argv[1:] or list(TARGETS):
-            items, strata = topup(lang, all_units)
+            items, strata = topup(lang, all_units) if argv[0] == "topup" else replies(lang)
             _, manifest = read_set(lang)
             if not strata:
                 continue

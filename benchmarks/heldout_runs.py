@@ -5,7 +5,7 @@ language"). The committed language runs (docs/results/languages) used the bank's
 requests and first 8 conversations; these runs use requests 37-108 and conversations 9-16.
 
     python benchmarks/heldout_runs.py OUT [--models smollm2,qwen=DIR] [--languages fr,de,...]
-        [--workers 2]
+        [--workers 2] [--conversations 8]
 
 Each (model, language, kind) is one real ``lm_eval`` run (``--samples`` picks the documents)
 into ``OUT/<model>/<kind>/<L>/``; a run whose samples file is there is skipped, so an
@@ -40,14 +40,14 @@ def _model_args(model: str, spec: str | None) -> str:
     return f"pretrained={spec},gguf_file={QWEN_FILE}"
 
 
-def _run(out: str, model: str, args: str, lang: str, kind: str) -> str:
+def _run(out: str, model: str, args: str, lang: str, kind: str, conversations: int = 8) -> str:
     folder = os.path.join(out, model, kind, lang)
     if glob.glob(os.path.join(folder, "**", "samples_*.jsonl"), recursive=True):
         return f"{model} {kind} {lang}: done before"
     task = f"drift_{lang}_{kind}"
-    docs = SINGLE if kind == "single" else CONVERSATIONS
+    docs = SINGLE if kind == "single" else CONVERSATIONS[:conversations]
     extra = ["--gen_kwargs", "max_gen_toks=256", "--batch_size", "36"] if kind == "single" else \
-        ["--gen_kwargs", "max_gen_toks=128", "--batch_size", "8"]
+        ["--gen_kwargs", "max_gen_toks=128", "--batch_size", str(len(docs))]
     model_args = args + (",conversation_cache=on" if kind == "multiturn" else "")
     cmd = ["lm_eval", "--model", "hf-drift", "--model_args", model_args, "--tasks", task,
            "--samples", json.dumps({task: docs}), "--apply_chat_template", "--device", "cpu",
@@ -71,13 +71,15 @@ def main(argv=None) -> int:
     p.add_argument("--languages", default=",".join(TARGETS))
     p.add_argument("--kinds", default="single,multiturn")
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--conversations", type=int, default=8, choices=range(1, 9), metavar="1-8",
+                   help="eight-turn runs: the first N of conversations 9-16")
     a = p.parse_args(argv)
     models = {m.split("=")[0]: _model_args(m.split("=")[0], m.split("=", 1)[1] if "=" in m else None)
               for m in a.models.split(",")}
     jobs = [(m, args, lang, kind) for kind in a.kinds.split(",") for lang in a.languages.split(",")
             for m, args in models.items()]
     with concurrent.futures.ThreadPoolExecutor(a.workers) as pool:
-        for line in pool.map(lambda j: _run(a.out, *j), jobs):
+        for line in pool.map(lambda j: _run(a.out, *j, conversations=a.conversations), jobs):
             print(line, flush=True)
     return 0
 
