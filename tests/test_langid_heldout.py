@@ -1,0 +1,71 @@
+"""The segment rule's "not kept" tested per language, out of sample (tests/data/langid_heldout):
+sets drawn after the rule was frozen, labelled by reading, each with at least 80 segments
+that left the language, 80 that stayed in it and 30 degenerate or made-up ones, at least
+half of them real model answers of both models, single-turn and eight-turn. The bar: on every
+target language, the 95% Wilson lower bound of both the precision and the recall of "not
+kept" is at least 0.93. The sets hold for the rule they were drawn for: a changed rule fails
+here until it has a fresh draw.
+
+Rule 2.0 meets the precision bar in every language, and the recall bar only in Turkish and
+Japanese: it keeps pieces that readers call loops (templated list items and table rows,
+a paragraph said twice), docs/metrics.md, "Held out per language". Those languages' recall
+tests are strict expected failures: one that starts to pass fails here, so that the docs
+and this list are brought up to date."""
+import os
+import sys
+
+import pytest
+
+from drift_eval.metrics import langid
+from drift_eval.metrics.languages import TARGETS
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+import heldout_draw  # noqa: E402
+
+# rule 2.0's recall of "not kept" is under the bar on these languages' held-out sets
+RECALL_UNDER_BAR = {"fr", "de", "es", "pt", "it", "id", "vi", "zh", "ko", "ar", "hi", "ru"}
+
+
+@pytest.fixture(scope="module")
+def results():
+    answers: dict = {}
+    return {lang: heldout_draw.score(lang, answers) for lang in TARGETS}
+
+
+def test_the_sets_were_drawn_for_the_rule_in_use():
+    _, manifest = heldout_draw.read_set(TARGETS[0])
+    assert (manifest["rule_version"], manifest["rule_fingerprint"]) == (langid.RULE_VERSION, langid.rule_fingerprint()), (
+        "the segment rule changed since the held-out sets were drawn: a changed rule needs a fresh draw "
+        "(python benchmarks/heldout_draw.py draw) and new labels")
+    assert sorted(manifest["languages"]) == sorted(TARGETS)
+
+
+@pytest.mark.parametrize("lang", TARGETS)
+def test_each_set_is_labelled_large_enough_and_mostly_real_answers(lang, results):
+    items, manifest = heldout_draw.read_set(lang)
+    assert all(i["label"] in heldout_draw.LABELS for i in items), "every item is labelled by reading"
+    assert sorted(i["id"] for i in items) == sorted(manifest["languages"][lang]["items"])
+    result = results[lang]
+    for label, least in heldout_draw.MIN_COUNTS.items():
+        assert result["labels"][label] >= least, (lang, label, result["labels"])
+    assert result["real"] >= 0.5, (lang, result["real"])
+    real = [i["source"] for i in items if i["unit"] in ("segment", "reply")]
+    assert {s.split("_")[0] for s in real} == {"smollm2", "qwen"}, "both bundled models' answers"
+    assert {i["unit"] for i in items} >= {"segment", "reply"}, "single-turn segments and eight-turn replies"
+
+
+@pytest.mark.parametrize("lang", TARGETS)
+def test_what_the_rule_calls_not_kept_is_not_kept(lang, results):
+    assert results[lang]["precision_lower"] >= heldout_draw.BOUND, (lang, results[lang])
+
+
+@pytest.mark.parametrize("lang", [
+    pytest.param(lang, marks=pytest.mark.xfail(strict=True, reason="rule 2.0 keeps pieces readers call loops"))
+    if lang in RECALL_UNDER_BAR else lang for lang in TARGETS])
+def test_what_readers_call_not_kept_the_rule_does_not_keep(lang, results):
+    assert results[lang]["recall_lower"] >= heldout_draw.BOUND, (lang, results[lang])
+
+
+def test_docs_give_each_languages_figures_as_scored(results):
+    assert heldout_draw.documented() == heldout_draw.table(results), (
+        "docs/metrics.md's held-out table differs from the sets: run python benchmarks/heldout_draw.py score")
