@@ -157,6 +157,32 @@ def _synthetic(lang: str, written: list[dict], rng: random.Random, n: int) -> li
     return out
 
 
+def _as_written(w: dict) -> dict:
+    return {"source": f"written: {w['id']} ({w['kind']})", "unit": "alone", "context": "", "text": w["text"],
+            "call": "kept", "origin": "written", "where": None}
+
+
+def _transplants(lang: str, all_units: dict, have: set = frozenset()) -> list[dict]:
+    """Units of other languages' answers that the rule keeps in their own language, as
+    items under ``lang`` (real text that left it), alone."""
+    return [dict(u, source=f"transplant from {other}: {u['source']}", origin="transplant", call="left",
+                 unit="alone", context="", where=None)
+            for other in sorted(all_units) if other != lang for u in all_units[other]
+            if u["call"] == "kept" and u["text"] not in have]
+
+
+def _numbered(lang: str, chosen: list[dict], first: int, **marks) -> tuple[list[dict], dict]:
+    """The chosen units as unlabelled items ``L-hNNN`` from ``first`` on, and their strata for
+    draw.json (the rule's call, the origin, where a real unit lies, and ``marks``)."""
+    items, strata = [], {}
+    for n, u in enumerate(chosen, first):
+        item_id = f"{lang}-h{n:03d}"
+        strata[item_id] = {"call": u["call"], "origin": u["origin"], "where": u["where"], **marks}
+        items.append({"id": item_id, "lang": lang, "source": u["source"], "unit": u["unit"],
+                      "context": u["context"], "text": u["text"], "label": None, "note": ""})
+    return items, strata
+
+
 def draw(lang: str, all_units: dict) -> tuple[list[dict], dict]:
     rng = random.Random(f"{SEED}-{lang}")
     mine = all_units[lang]
@@ -168,26 +194,16 @@ def draw(lang: str, all_units: dict) -> tuple[list[dict], dict]:
     count = {c: sum(u["call"] == c for u in chosen) for c in CALLS}
     written = _written(lang)
     rng.shuffle(written)
-    for w in written[:max(0, STAYED - count["kept"])]:
-        chosen.append({"source": f"written: {w['id']} ({w['kind']})", "unit": "alone", "context": "",
-                       "text": w["text"], "call": "kept", "origin": "written", "where": None})
+    chosen += [_as_written(w) for w in written[:max(0, STAYED - count["kept"])]]
     if count["left"] < REAL["left"]:
-        others = [dict(u, source=f"transplant from {other}: {u['source']}", origin="transplant", call="left",
-                       unit="alone", context="", where=None)
-                  for other in sorted(all_units) if other != lang for u in all_units[other] if u["call"] == "kept"]
+        others = _transplants(lang, all_units)
         rng.shuffle(others)
         chosen += others[:REAL["left"] - count["left"]]
     if count["degenerate"] < MIN_DEGENERATE:
         chosen += [dict(u, origin="synthetic") for u in
                    _synthetic(lang, _written(lang), rng, MIN_DEGENERATE - count["degenerate"])]
     rng.shuffle(chosen)
-    items, strata = [], {}
-    for n, u in enumerate(chosen, 1):
-        item_id = f"{lang}-h{n:03d}"
-        strata[item_id] = {"call": u["call"], "origin": u["origin"], "where": u["where"]}
-        items.append({"id": item_id, "lang": lang, "source": u["source"], "unit": u["unit"],
-                      "context": u["context"], "text": u["text"], "label": None, "note": ""})
-    return items, strata
+    return _numbered(lang, chosen, 1)
 
 
 def replies(lang: str) -> tuple[list[dict], dict]:
@@ -197,19 +213,14 @@ def replies(lang: str) -> tuple[list[dict], dict]:
     items, _ = read_set(lang)
     have = {i["text"] for i in items}
     rng = random.Random(f"{SEED}-{lang}-replies")
-    pool = [u for u in units(lang, LATER_RUNS) if u["text"] not in have]
+    pool = [dict(u, origin="real") for u in units(lang, LATER_RUNS) if u["text"] not in have]
     chosen = []
     for call in CALLS:
         mine = [u for u in pool if u["call"] == call]
         rng.shuffle(mine)
         chosen += mine[:REPLIES[call]]
     rng.shuffle(chosen)
-    new, strata = [], {}
-    for n, u in enumerate(chosen, len(items) + 1):
-        item_id = f"{lang}-h{n:03d}"
-        strata[item_id] = {"call": u["call"], "origin": "real", "where": u["where"], "later": True}
-        new.append({"id": item_id, "lang": lang, "source": u["source"], "unit": u["unit"],
-                    "context": u["context"], "text": u["text"], "label": None, "note": ""})
+    new, strata = _numbered(lang, chosen, len(items) + 1, later=True)
     return items + new, strata
 
 
@@ -225,7 +236,7 @@ def topup(lang: str, all_units: dict) -> tuple[list[dict], dict]:
     written segments; left: transplants; degenerate: synthetic ones), none already in the set,
     seeded with ``random.Random(f"{SEED}-{lang}-topup")``. It reads the labels' counts only,
     never the rule's calls on the labelled items; the items come unlabelled, for reading."""
-    items, manifest = read_set(lang)
+    items, _ = read_set(lang)
     if any(i["label"] not in LABELS for i in items):
         raise SystemExit(f"heldout_draw: {lang}.jsonl is not fully labelled: top up a labelled set only")
     short = {k: MIN_COUNTS[k] - sum(i["label"] == k for i in items) for k in MIN_COUNTS}
@@ -235,26 +246,16 @@ def topup(lang: str, all_units: dict) -> tuple[list[dict], dict]:
     if short["kept"] > 0:
         written = [w for w in _written(lang) if w["text"] not in have]
         rng.shuffle(written)
-        added += [{"source": f"written: {w['id']} ({w['kind']})", "unit": "alone", "context": "", "text": w["text"],
-                   "call": "kept", "origin": "written", "where": None}
-                  for w in written[:short["kept"] + TOPUP_MARGIN]]
+        added += [_as_written(w) for w in written[:short["kept"] + TOPUP_MARGIN]]
     if short["left"] > 0:
-        others = [dict(u, source=f"transplant from {other}: {u['source']}", origin="transplant", call="left",
-                       unit="alone", context="", where=None)
-                  for other in sorted(all_units) if other != lang for u in all_units[other]
-                  if u["call"] == "kept" and u["text"] not in have]
+        others = _transplants(lang, all_units, have)
         rng.shuffle(others)
         added += others[:short["left"] + TOPUP_MARGIN]
     if short["degenerate"] > 0:
         added += [dict(u, origin="synthetic") for u in
                   _synthetic(lang, _written(lang), rng, short["degenerate"] + TOPUP_MARGIN)]
     rng.shuffle(added)
-    new, strata = [], {}
-    for n, u in enumerate(added, len(items) + 1):
-        item_id = f"{lang}-h{n:03d}"
-        strata[item_id] = {"call": u["call"], "origin": u["origin"], "where": u["where"], "topup": True}
-        new.append({"id": item_id, "lang": lang, "source": u["source"], "unit": u["unit"],
-                    "context": u["context"], "text": u["text"], "label": None, "note": ""})
+    new, strata = _numbered(lang, added, len(items) + 1, topup=True)
     return items + new, strata
 
 
