@@ -206,11 +206,12 @@ def draw(lang: str, all_units: dict) -> tuple[list[dict], dict]:
     return _numbered(lang, chosen, 1)
 
 
-def replies(lang: str) -> tuple[list[dict], dict]:
-    """Eight-turn replies of the later runs (``LATER_RUNS``) added to ``lang``'s set:
-    ``REPLIES`` of each of the rule's calls at random (fewer where the runs hold fewer), none
-    already in the set, seeded with ``random.Random(f"{SEED}-{lang}-replies")``; unlabelled."""
-    items, _ = read_set(lang)
+def replies(lang: str, items: list[dict] | None = None) -> tuple[list[dict], dict]:
+    """Eight-turn replies of the later runs (``LATER_RUNS``) added to ``lang``'s set (``items``,
+    by default as committed): ``REPLIES`` of each of the rule's calls at random (fewer where the
+    runs hold fewer), none already in the set, seeded with
+    ``random.Random(f"{SEED}-{lang}-replies")``; unlabelled."""
+    items = read_set(lang)[0] if items is None else items
     have = {i["text"] for i in items}
     rng = random.Random(f"{SEED}-{lang}-replies")
     pool = [dict(u, origin="real") for u in units(lang, LATER_RUNS) if u["text"] not in have]
@@ -230,13 +231,14 @@ BOUND = 0.93
 TOPUP_MARGIN = 2
 
 
-def topup(lang: str, all_units: dict) -> tuple[list[dict], dict]:
+def topup(lang: str, all_units: dict, items: list[dict] | None = None) -> tuple[list[dict], dict]:
     """Items added to a labelled set whose labels fall short of ``MIN_COUNTS``: for each
     label short by k, k + ``TOPUP_MARGIN`` more items of the draw's own source for it (kept:
     written segments; left: transplants; degenerate: synthetic ones), none already in the set,
     seeded with ``random.Random(f"{SEED}-{lang}-topup")``. It reads the labels' counts only,
-    never the rule's calls on the labelled items; the items come unlabelled, for reading."""
-    items, _ = read_set(lang)
+    never the rule's calls on the labelled items; the items come unlabelled, for reading.
+    ``items``: the set, by default as committed."""
+    items = read_set(lang)[0] if items is None else items
     if any(i["label"] not in LABELS for i in items):
         raise SystemExit(f"heldout_draw: {lang}.jsonl is not fully labelled: top up a labelled set only")
     short = {k: MIN_COUNTS[k] - sum(i["label"] == k for i in items) for k in MIN_COUNTS}
@@ -257,6 +259,23 @@ def topup(lang: str, all_units: dict) -> tuple[list[dict], dict]:
     rng.shuffle(added)
     new, strata = _numbered(lang, added, len(items) + 1, topup=True)
     return items + new, strata
+
+
+def redraw(lang: str, all_units: dict) -> tuple[list[str], dict]:
+    """``lang``'s set as the seeded script makes it, for checking the committed one: the
+    draw, then each later addition in the order the set holds them (replies, top-ups), each
+    made from the committed set as it stood then, labels included. (The items' texts in
+    order, their strata.)"""
+    committed, manifest = read_set(lang)
+    made, strata = draw(lang, all_units)
+    while len(made) < len(committed):
+        before = committed[:len(made)]
+        later = manifest["languages"][lang]["items"].get(committed[len(made)]["id"], {}).get("later")
+        grown, more = replies(lang, before) if later else topup(lang, all_units, before)
+        if not more:
+            break
+        made, strata = made + grown[len(before):], {**strata, **more}
+    return [i["text"] for i in made], strata
 
 
 def read_set(lang: str) -> tuple[list, dict]:
