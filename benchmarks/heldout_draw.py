@@ -394,8 +394,11 @@ def main(argv: list[str]) -> int:
         all_units = {lang: units(lang) for lang in TARGETS} if argv[0] == "topup" else {}
         manifest_path = os.path.join(SETS, "draw.json")
         for lang in argv[1:] or list(TARGETS):
-            items, strata = topup(lang, all_units) if argv[0] == "topup" else replies(lang)
             _, manifest = read_set(lang)
+            if argv[0] == "replies" and any(s.get("later") for s in manifest["languages"][lang]["items"].values()):
+                print(f"heldout_draw: {lang} has its later replies already", file=sys.stderr)
+                return 2
+            items, strata = topup(lang, all_units) if argv[0] == "topup" else replies(lang)
             if not strata:
                 continue
             write_text_atomic(os.path.join(SETS, f"{lang}.jsonl"),
