@@ -57,6 +57,11 @@ def _warn(line: str) -> None:
     print(f"drift-eval: warning: {line}", file=sys.stderr, flush=True)
 
 
+def _log(line: str) -> None:
+    """A progress line, out at once even when stdout is a pipe (a CI log, ``| tee``)."""
+    print(line, flush=True)
+
+
 # ------------------------------------------------------------------------ the folder
 def _check_manifest(output: str, options: dict) -> list:
     """Settings an earlier run of this sweep planned; refuses a sweep with other options."""
@@ -338,7 +343,7 @@ def _default_model(output: str) -> str:
 # ------------------------------------------------------------------------ the sweep
 def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limit=None, gen_kwargs: str = "",
               batch_size: int = 8, device: str = "cpu", span: str = "system", apply_chat_template: bool = True,
-              metadata: str = "", use_cache: bool = True, log=print, warn=_warn) -> dict:
+              metadata: str = "", use_cache: bool = True, log=_log, warn=_warn) -> dict:
     """Run the sweep; returns {label: "done" | "skipped"}."""
     configs, task_list, margs, meta, gen = _options(settings, tasks, model_args, limit, gen_kwargs, batch_size,
                                                     metadata, span)
