@@ -369,6 +369,25 @@ def documented() -> str | None:
     return m.group(2) if m else None
 
 
+def _write_set(lang: str, items: list[dict]) -> None:
+    from drift_eval.files import write_text_atomic
+
+    write_text_atomic(os.path.join(SETS, f"{lang}.jsonl"),
+                      "".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items))
+
+
+def _write_manifest(manifest: dict) -> None:
+    from drift_eval.files import write_text_atomic
+
+    write_text_atomic(os.path.join(SETS, "draw.json"),
+                      json.dumps(manifest, ensure_ascii=False, indent=1, sort_keys=True) + "\n")
+
+
+def _origins(strata: dict) -> str:
+    origins = [s["origin"] for s in strata.values()]
+    return ", ".join(f"{o} {origins.count(o)}" for o in sorted(set(origins)))
+
+
 def main(argv: list[str]) -> int:
     from drift_eval.files import write_text_atomic
     from drift_eval.metrics import langid
@@ -392,21 +411,21 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[:1] in (["topup"], ["replies"]):
         all_units = {lang: units(lang) for lang in TARGETS} if argv[0] == "topup" else {}
-        manifest_path = os.path.join(SETS, "draw.json")
-        for lang in argv[1:] or list(TARGETS):
+        langs = argv[1:] or list(TARGETS)
+        done = [lang for lang in langs if argv[0] == "replies" and any(
+            s.get("later") for s in read_set(lang)[1]["languages"][lang]["items"].values())]
+        if done:
+            print(f"heldout_draw: {', '.join(done)} had later replies already: nothing added", file=sys.stderr)
+            return 2
+        for lang in langs:
             _, manifest = read_set(lang)
-            if argv[0] == "replies" and any(s.get("later") for s in manifest["languages"][lang]["items"].values()):
-                print(f"heldout_draw: {lang} has its later replies already", file=sys.stderr)
-                return 2
             items, strata = topup(lang, all_units) if argv[0] == "topup" else replies(lang)
             if not strata:
                 continue
-            write_text_atomic(os.path.join(SETS, f"{lang}.jsonl"),
-                              "".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items))
+            _write_set(lang, items)
             manifest["languages"][lang]["items"].update(strata)
-            write_text_atomic(manifest_path, json.dumps(manifest, ensure_ascii=False, indent=1, sort_keys=True) + "\n")
-            origins = [s["origin"] for s in strata.values()]
-            print(f"{lang}: {len(strata)} items added ({', '.join(f'{o} {origins.count(o)}' for o in sorted(set(origins)))})")
+            _write_manifest(manifest)
+            print(f"{lang}: {len(strata)} items added ({_origins(strata)})")
         return 0
     if argv[:1] != ["draw"]:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
@@ -422,13 +441,11 @@ def main(argv: list[str]) -> int:
             manifest["languages"] = json.load(fh).get("languages", {})
     for lang in langs:
         items, strata = draw(lang, all_units)
-        write_text_atomic(os.path.join(SETS, f"{lang}.jsonl"),
-                          "".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items))
+        _write_set(lang, items)
         manifest["languages"][lang] = {"items": strata,
                                        "units": {c: sum(u["call"] == c for u in all_units[lang]) for c in CALLS}}
-        origins = [s["origin"] for s in strata.values()]
-        print(f"{lang}: {len(items)} items ({', '.join(f'{o} {origins.count(o)}' for o in sorted(set(origins)))})")
-    write_text_atomic(manifest_path, json.dumps(manifest, ensure_ascii=False, indent=1, sort_keys=True) + "\n")
+        print(f"{lang}: {len(items)} items ({_origins(strata)})")
+    _write_manifest(manifest)
     return 0
 
 

@@ -30,8 +30,7 @@ def run(args) -> int:
 
     run_sweep(args.output, args.settings, args.tasks, model_args=args.model_args, limit=args.limit,
               gen_kwargs=args.gen_kwargs, batch_size=args.batch_size, device=args.device, span=args.span,
-              apply_chat_template=not args.no_chat_template, metadata=args.metadata, use_cache=not args.no_cache,
-              log=lambda line: print(line, flush=True))
+              apply_chat_template=not args.no_chat_template, metadata=args.metadata, use_cache=not args.no_cache)
     return 0
 
 
