@@ -5,7 +5,7 @@ language"). The committed language runs (docs/results/languages) used the bank's
 requests and first 8 conversations; these runs use requests 37-108 and conversations 9-16.
 
     python benchmarks/heldout_runs.py OUT [--models smollm2,qwen=DIR] [--languages fr,de,...]
-        [--workers 2] [--conversations 8]
+        [--workers 2] [--requests 37-108] [--conversation-range 9-16] [--conversations N]
 
 Each (model, language, kind) is one real ``lm_eval`` run (``--samples`` picks the documents)
 into ``OUT/<model>/<kind>/<L>/``; a run whose samples file is there is skipped, so an
@@ -25,8 +25,8 @@ import subprocess
 import sys
 import time
 
-SINGLE = list(range(36, 108))       # document indices: requests 37-108
-CONVERSATIONS = list(range(8, 16))  # conversations 9-16
+SINGLE = "37-108"         # requests of the bank (1-based, inclusive) for the rule 2.0 draw
+CONVERSATIONS = "9-16"    # conversations of the bank for the rule 2.0 draw
 QWEN_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 
 
@@ -40,12 +40,24 @@ def _model_args(model: str, spec: str | None) -> str:
     return f"pretrained={spec},gguf_file={QWEN_FILE}"
 
 
-def _run(out: str, model: str, args: str, lang: str, kind: str, conversations: int = 8) -> str:
+def _span(text: str, most: int) -> list[int]:
+    """'A-B' (1-based, inclusive, within the bank's MOST items) -> document indices."""
+    try:
+        first, last = (int(x) for x in text.split("-"))
+    except ValueError:
+        first = last = 0
+    if not 1 <= first <= last <= most:
+        raise argparse.ArgumentTypeError(f"{text!r} is not A-B with 1 <= A <= B <= {most}")
+    return list(range(first - 1, last))
+
+
+def _run(out: str, model: str, args: str, lang: str, kind: str, single: list[int],
+         conversations: list[int]) -> str:
     folder = os.path.join(out, model, kind, lang)
     if glob.glob(os.path.join(folder, "**", "samples_*.jsonl"), recursive=True):
         return f"{model} {kind} {lang}: done before"
     task = f"drift_{lang}_{kind}"
-    docs = SINGLE if kind == "single" else CONVERSATIONS[:conversations]
+    docs = single if kind == "single" else conversations
     extra = ["--gen_kwargs", "max_gen_toks=256", "--batch_size", "36"] if kind == "single" else \
         ["--gen_kwargs", "max_gen_toks=128", "--batch_size", str(len(docs))]
     model_args = args + (",conversation_cache=on" if kind == "multiturn" else "")
@@ -71,15 +83,22 @@ def main(argv=None) -> int:
     p.add_argument("--languages", default=",".join(TARGETS))
     p.add_argument("--kinds", default="single,multiturn")
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--conversations", type=int, default=8, choices=range(1, 9), metavar="1-8",
-                   help="eight-turn runs: the first N of conversations 9-16")
+    p.add_argument("--requests", default=SINGLE, type=lambda t: _span(t, 200), metavar="A-B",
+                   help=f"single-turn runs: requests A-B of the bank (default {SINGLE})")
+    p.add_argument("--conversation-range", default=CONVERSATIONS, type=lambda t: _span(t, 100),
+                   metavar="A-B", help=f"eight-turn runs: conversations A-B (default {CONVERSATIONS})")
+    p.add_argument("--conversations", type=int, default=None, metavar="N",
+                   help="eight-turn runs: only the first N of that range")
     a = p.parse_args(argv)
+    if a.conversations is not None and not 1 <= a.conversations <= len(a.conversation_range):
+        p.error(f"--conversations must be 1-{len(a.conversation_range)}")
+    convs = a.conversation_range[:a.conversations]
     models = {m.split("=")[0]: _model_args(m.split("=")[0], m.split("=", 1)[1] if "=" in m else None)
               for m in a.models.split(",")}
     jobs = [(m, args, lang, kind) for kind in a.kinds.split(",") for lang in a.languages.split(",")
             for m, args in models.items()]
     with concurrent.futures.ThreadPoolExecutor(a.workers) as pool:
-        for line in pool.map(lambda j: _run(a.out, *j, conversations=a.conversations), jobs):
+        for line in pool.map(lambda j: _run(a.out, *j, a.requests, convs), jobs):
             print(line, flush=True)
     return 0
 
