@@ -27,7 +27,7 @@ UNKNOWN = "unknown"
 #: any change to the rule's code, settings, language facts or word lists (``rule_fingerprint``
 #: tells): every held-out set records the version and fingerprint it was drawn for, and a
 #: changed rule needs a fresh draw (tests/test_langid_heldout.py)
-RULE_VERSION = "2.0"
+RULE_VERSION = "2.1"
 #: the files whose bytes are the rule (beside this one): the word tokens, the language facts,
 #: the word lists' reader
 RULE_FILES = ("langid.py", "text.py", "languages.py", "languages.json", "lexicon.py")
@@ -246,7 +246,7 @@ class SegmentRule:
     function_share: float = 0.12    # target (English) function words among the words: target (English) grammar
     function_ratio: float = 2.0     # ... and at least this many times the other language's
     margin: float = 0.0             # target in fastText's top 3 within this of the top label
-    degenerate: float = 0.5         # a segment whose word 4-grams are this repeated is a loop
+    degenerate: float = 0.45        # a segment whose loop share (``text.loop_shares``) is this high is a loop
     low_confidence: float = 0.6     # a loop labelled with a third language below this: unknown
     script_share: float = 0.5       # non-Latin target: its script's share of the words below this: left
     kana_share: float = 0.05        # kana among the Han and kana characters from this share on: Japanese
@@ -277,7 +277,7 @@ class SegmentLabel:
     lang: str             # the decided language, or ``unknown``
     score: float          # fastText's probability of its top label on the cleaned text
     fasttext: str         # fastText's top label on the cleaned text
-    degenerate: float     # share of the segment's word 4-grams seen earlier in the answer
+    degenerate: float     # its loop share: how much of it repeats text said earlier in the answer (``text.loop_shares``)
     reason: str           # what decided: fasttext, function_words, margin, loop, too_short, script, alias
     status: str = UNREADABLE  # kept, left, degenerate, unreadable or code (``STATUSES``)
     known_words: float | None = None  # share of its words in the word list of its language (``lexicon``)
@@ -371,7 +371,7 @@ def label_segments(pieces: list[str], target: str = "fr", rule: SegmentRule = Se
     function words; a target in another script by the share of its script's words first.
     ``opened``: the mark each piece begins inside (``opened_at``), put back before cleaning."""
     from drift_eval.metrics.languages import language
-    from drift_eval.metrics.text import fold, repeated_shares
+    from drift_eval.metrics.text import fold, loop_shares
 
     spec = language(target)
     function_words = FRENCH_FUNCTION_WORDS if target == "fr" else spec.function_words
@@ -379,7 +379,7 @@ def label_segments(pieces: list[str], target: str = "fr", rule: SegmentRule = Se
     cleaned = [clean_for_lid(o + (p or "")) if rule.cleaning else " ".join((p or "").split())
                for o, p in zip(opened, pieces)]
     preds = predict(cleaned, k=3)
-    loops = repeated_shares(pieces)
+    loops = loop_shares(pieces)
     out = []
     for text, top, loop, o, p in zip(cleaned, preds, loops, opened, pieces):
         ws = WORD_RE.findall(fold(text))

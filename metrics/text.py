@@ -15,6 +15,8 @@ MARKS = "\u0483-\u0489\u064b-\u065f\u0670\u06d6-\u06dc\u06df-\u06e4\u06e7\u06e8\
 #: words: a run of word characters (with the marks inside them), or one Han or kana character
 WORD_RE = re.compile(rf"[{CJK}]|[^\W{CJK}][^\W{CJK}{MARKS}]*(?:[{MARKS}]+[^\W{CJK}]*)*", re.UNICODE)
 REPEAT_N = 4
+#: the run of words (numbers aside) that ``stretch_shares`` counts as said before
+STRETCH_N = 8
 
 #: the letters of each script the rule counts (``languages.SCRIPTS``): a word counts for the
 #: script of its first letter (``langid.script_counts``, ``lexicon.known_share``)
@@ -88,3 +90,35 @@ def repeated_shares(pieces: list[str], n: int = REPEAT_N) -> list[float]:
 def repetition(text: str, n: int = REPEAT_N) -> float:
     """The share of the text's word ``n``-grams that already occurred earlier in it."""
     return repeated_shares([text], n)[0]
+
+
+def stretch_shares(pieces: list[str], n: int = STRETCH_N) -> list[float]:
+    """Per piece of one text (in order), the share of its words, numbers aside, that lie
+    inside a run of ``n`` words said before in the text (in an earlier piece, or earlier in
+    the same piece); 0 for a piece without such words. A list item or a paragraph copied
+    with a word or a name swapped, or renumbered, still repeats here, where the 4-grams
+    around each swap and each number do not (``repeated_shares``). A run's first occurrence
+    does not count; a run that starts in a piece and goes on into the next covers words of
+    both."""
+    pieces_words = [[w for w in words(p) if not w.isdigit()] for p in pieces]
+    flat = [w for ws in pieces_words for w in ws]
+    inside = [False] * len(flat)
+    seen: set = set()
+    for i, g in enumerate(ngrams(flat, n)):
+        if g in seen:
+            inside[i : i + n] = [True] * n
+        seen.add(g)
+    out, start = [], 0
+    for ws in pieces_words:
+        own = inside[start : start + len(ws)]
+        out.append(sum(own) / len(own) if own else 0.0)
+        start += len(ws)
+    return out
+
+
+def loop_shares(pieces: list[str]) -> list[float]:
+    """The segment rule's loop measure, per piece of one text: the larger of the share of its
+    word 4-grams said before (``repeated_shares``: phrase loops, numbers and symbols
+    included) and the share of its words inside an 8-word run said before
+    (``stretch_shares``: items and paragraphs copied with a word swapped)."""
+    return [max(a, b) for a, b in zip(repeated_shares(pieces), stretch_shares(pieces))]

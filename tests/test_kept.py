@@ -162,3 +162,39 @@ def test_gibberish_in_hangul_or_han_is_degenerate_not_korean_or_chinese():
 def test_an_english_answer_under_a_french_instruction_left_for_english():
     s = drift.score_response(text(ENGLISH, 6))
     assert s["fully_french"] == 0.0 and s["not_kept_left"] == 1.0 and s["left_for"] == "en"
+
+
+def _list(items: list[str]) -> str:
+    return "Voici ce que je vous propose :\n\n" + "\n\n".join(f"{k}. {item}" for k, item in enumerate(items, 1))
+
+
+def test_list_items_copied_with_a_name_swapped_are_a_loop_and_real_items_are_kept():
+    """Rule 2.1: an item copied with a name swapped, or a numbered line said again, repeats
+    text said before, although the swap and the numbers break its word 4-grams; a list of
+    items that each say something new is kept."""
+    body = ("est une application qui vous aide à réviser le vocabulaire chaque jour, avec des cartes "
+            "que vous retournez pour vérifier la réponse et des rappels qui reviennent au bon moment.")
+    names = ["Duolingo", "Anki", "Quizlet", "Memrise", "Babbel", "Busuu", "Lingvist", "Drops", "Mondly", "Clozemaster"]
+    copied = _list([f"**{name}** {body}" for name in names])
+    numbered = _list(["Toutes les vingt minutes, levez-vous et marchez un peu"] * 40)
+    for answer in (copied, numbered):
+        (label,) = langid.label_segments([answer], "fr")
+        assert label.status == langid.DEGENERATE and label.degenerate >= langid.SegmentRule.degenerate, label
+    real = _list([p.split(". ")[0] + "." for p in FRENCH[:8]])
+    (label,) = langid.label_segments([real], "fr")
+    assert label.status == langid.KEPT and label.degenerate < 0.1, label
+
+
+def test_the_stretch_share_counts_runs_said_before_numbers_aside():
+    from drift_eval.metrics.text import loop_shares, repeated_shares, stretch_shares
+
+    words = "un deux trois quatre cinq six sept huit neuf dix"
+    assert stretch_shares([words]) == [0.0]  # said once: nothing repeats
+    assert stretch_shares([words, words]) == [0.0, 1.0]  # said again, in the next piece
+    assert stretch_shares([f"1. {words}", f"2. {words}"]) == [0.0, 1.0]  # renumbered: still said before
+    assert repeated_shares([f"1. {words}", f"2. {words}"])[1] < 1.0  # the 4-grams that hold a number do not repeat
+    swapped = words.replace("cinq", "zéro")
+    assert stretch_shares([words + " " + swapped]) == [0.0]  # a swap in the middle leaves no run of eight
+    assert stretch_shares([f"{words} onze douze", f"{words} treize"])[1] == 10 / 11  # "treize" is new
+    assert loop_shares([words, words]) == [max(a, b) for a, b in zip(repeated_shares([words, words]),
+                                                                      stretch_shares([words, words]))]
