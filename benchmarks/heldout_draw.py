@@ -50,9 +50,13 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUNS = os.path.join(ROOT, "docs", "results", "heldout")
+RUNS = os.path.join(ROOT, "docs", "results", "heldout_2.1")
 SETS = os.path.join(ROOT, "tests", "data", "langid_heldout")
-SEED = 43
+#: rule 2.0's held-out sets and the fresh runs they were drawn from: since they were used to
+#: choose rule 2.1, they are its tuning sets (in-sample)
+TUNING_RUNS = os.path.join(ROOT, "docs", "results", "heldout")
+TUNING_SETS = os.path.join(ROOT, "tests", "data", "langid_tuning")
+SEED = "43-2.1"
 REAL = {"kept": 50, "left": 85, "degenerate": 26}
 STAYED = 90
 MIN_DEGENERATE = 36
@@ -278,18 +282,19 @@ def redraw(lang: str, all_units: dict) -> tuple[list[str], dict]:
     return [i["text"] for i in made], strata
 
 
-def read_set(lang: str) -> tuple[list, dict]:
-    """(the labelled items of ``lang``, ``draw.json``)."""
+def read_set(lang: str, sets: str = SETS) -> tuple[list, dict]:
+    """(the labelled items of ``lang``, ``draw.json``), of the held-out sets or, with
+    ``sets=TUNING_SETS``, of the tuning sets."""
     from drift_eval.files import read_json, read_jsonl
 
-    manifest = read_json(os.path.join(SETS, "draw.json"), "held-out manifest", expect=dict)
-    return read_jsonl(os.path.join(SETS, f"{lang}.jsonl"), "held-out set"), manifest
+    manifest = read_json(os.path.join(sets, "draw.json"), "held-out manifest", expect=dict)
+    return read_jsonl(os.path.join(sets, f"{lang}.jsonl"), "held-out set"), manifest
 
 
-def _answers(run: str, lang: str) -> dict:
+def _answers(run: str, lang: str, runs: str = RUNS) -> dict:
     """``{doc_id: answer}`` of one published fresh run."""
     out = {}
-    for path in glob.glob(os.path.join(RUNS, run, lang, "*", "samples_*.jsonl")):
+    for path in glob.glob(os.path.join(runs, run, lang, "*", "samples_*.jsonl")):
         with open(path, encoding="utf-8") as fh:
             for line in fh:
                 s = json.loads(line)
@@ -297,7 +302,7 @@ def _answers(run: str, lang: str) -> dict:
     return out
 
 
-def not_kept(item: dict, where: dict | None, lang: str, answers: dict) -> bool:
+def not_kept(item: dict, where: dict | None, lang: str, answers: dict, runs: str = RUNS) -> bool:
     """The rule's call on a held-out item, scored as the task scores it: a segment with its
     whole answer in view, a reply alone, a written, synthetic or transplanted text alone; True
     when it is not kept (left, degenerate or unreadable; code is neither, so not "not kept")."""
@@ -307,9 +312,9 @@ def not_kept(item: dict, where: dict | None, lang: str, answers: dict) -> bool:
     if where is None:
         label = langid.label_segments([item["text"]], lang)[0]
     else:
-        key = (where["run"], lang)
+        key = (runs, where["run"], lang)
         if key not in answers:
-            answers[key] = _answers(*key)
+            answers[key] = _answers(where["run"], lang, runs)
         answer = answers[key][where["doc"]]
         if "turn" in where:
             reply = assistant_replies(answer)[where["turn"] - 1]
@@ -323,16 +328,17 @@ def not_kept(item: dict, where: dict | None, lang: str, answers: dict) -> bool:
     return label.status not in (langid.KEPT, langid.CODE)
 
 
-def score(lang: str, answers: dict | None = None) -> dict:
-    """Precision and recall of "not kept" on ``lang``'s labelled set, with their Wilson 95%
-    lower bounds, the counts by label and origin, and the items the rule gets wrong."""
+def score(lang: str, answers: dict | None = None, tuning: bool = False) -> dict:
+    """Precision and recall of "not kept" on ``lang``'s labelled set (the held-out one, or
+    with ``tuning`` the tuning one), with their Wilson 95% lower bounds, the counts by label
+    and origin, and the items the rule gets wrong."""
     from drift_eval.metrics import stats
 
-    items, manifest = read_set(lang)
+    items, manifest = read_set(lang, TUNING_SETS if tuning else SETS)
     strata = manifest["languages"][lang]["items"]
     answers = {} if answers is None else answers
     truth = [i["label"] != "kept" for i in items]
-    called = [not_kept(i, strata[i["id"]]["where"], lang, answers) for i in items]
+    called = [not_kept(i, strata[i["id"]]["where"], lang, answers, TUNING_RUNS if tuning else RUNS) for i in items]
     tp = sum(t and c for t, c in zip(truth, called))
     fp = sum(c and not t for t, c in zip(truth, called))
     fn = sum(t and not c for t, c in zip(truth, called))

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import heldout_draw as H  # noqa: E402
 
 SEED = 4343
-PATH = os.path.join(H.SETS, "second_reading.json")
+PATH = os.path.join(H.TUNING_SETS, "second_reading.json")
 RESULTS = os.path.join(H.ROOT, "benchmarks", "results", "langid_second_reading.json")
 
 
@@ -35,9 +35,9 @@ def pieces(item: dict, where: dict | None, lang: str, answers: dict) -> tuple[li
 
     if where is None:
         return [item["text"]], 0
-    key = (where["run"], lang)
+    key = (H.TUNING_RUNS, where["run"], lang)
     if key not in answers:
-        answers[key] = H._answers(*key)
+        answers[key] = H._answers(where["run"], lang, H.TUNING_RUNS)
     answer = answers[key][where["doc"]]
     if "turn" in where:
         return [assistant_replies(answer)[where["turn"] - 1]], 0
@@ -68,7 +68,7 @@ def select(lang: str, answers: dict) -> list[dict]:
     """The items of ``lang``'s set read twice, in the set's order."""
     from drift_eval.metrics.text import repeated_shares
 
-    items, manifest = H.read_set(lang)
+    items, manifest = H.read_set(lang, H.TUNING_SETS)
     strata = manifest["languages"][lang]["items"]
     out = []
     for item in items:
@@ -100,19 +100,19 @@ def read() -> dict:
     return read_json(PATH, "second reading", expect=dict)
 
 
-def score(held_out: dict | None = None) -> dict:
+def score(tuning: dict | None = None) -> dict:
     """Per language: the items read twice, the disagreements, the second reader scored against
     the first as the rule is scored (on the whole set, taking the first reading's label for
-    the items read once), and the rule against the labels both readers give. ``held_out``:
-    ``heldout_draw.score`` of every language, where it is at hand (the rule's calls follow
-    from its ``wrong`` items)."""
+    the items read once), and the rule against the labels both readers give. ``tuning``:
+    ``heldout_draw.score(tuning=True)`` of every language, where it is at hand (the rule's
+    calls follow from its ``wrong`` items)."""
     from drift_eval.metrics import stats
     from drift_eval.metrics.languages import TARGETS
 
     second, answers, out = read(), {}, {}
     for lang in TARGETS:
-        items, _ = H.read_set(lang)
-        wrong = set((held_out[lang] if held_out else H.score(lang, answers))["wrong"])
+        items, _ = H.read_set(lang, H.TUNING_SETS)
+        wrong = set((tuning[lang] if tuning else H.score(lang, answers, tuning=True))["wrong"])
         by_first = {v["of"]: v["label"] for v in second[lang].values()}
         first = [i["label"] != "kept" for i in items]
         other = [by_first.get(i["id"], i["label"]) != "kept" for i in items]
