@@ -1,14 +1,16 @@
 """The per-language held-out sets of the segment rule (tests/data/langid_heldout/README.md):
-draw them, seeded, from fresh answers and written segments, for labelling by reading.
+draw them, seeded, from fresh answers and written segments, for labelling by reading. The
+sets of rule 2.1 are drawn from ``docs/results/heldout_2.1/``; rule 2.0's sets, drawn the
+same way from ``docs/results/heldout/``, are now the tuning sets (``TUNING_SETS``).
 
-    python benchmarks/heldout_draw.py publish RUNS [_more]  # fresh runs into docs/results/heldout
+    python benchmarks/heldout_draw.py publish RUNS [_more]  # fresh runs into docs/results/heldout_2.1
     python benchmarks/heldout_draw.py draw [L ...]     # tests/data/langid_heldout/L.jsonl, draw.json
     python benchmarks/heldout_draw.py replies L ...    # eight-turn replies of later runs added
     python benchmarks/heldout_draw.py topup [L ...]    # a labelled set short of MIN_COUNTS: more items
     python benchmarks/heldout_draw.py score            # the labelled sets scored: docs/metrics.md's table
 
 ``publish``: the output of ``benchmarks/heldout_runs.py`` (``RUNS/<model>/<kind>/<L>/``)
-into ``docs/results/heldout/<model>_<kind>/<L>/``, paths made portable.
+into ``docs/results/heldout_2.1/<model>_<kind>/<L>/``, paths made portable.
 
 ``draw``: per language, the units the rule scores (each single-turn answer cut into its
 segments with the last short piece joined, ``langid.segment_spans(whole_tail=True)``; each
