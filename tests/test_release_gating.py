@@ -472,3 +472,33 @@ def test_a_rate_is_compared_as_a_rate_even_where_its_values_are_0_or_1(tmp_path,
     again = write_task_run(tmp_path / "single0", "shipped", [0] * 32)
     rc, out, err = _cli(capsys, "compare", single, again)
     assert rc == 0 and "exact McNemar" in out, err
+
+
+def test_the_gate_writes_a_markdown_summary_for_the_ci_page(tmp_path, capsys, monkeypatch):
+    """``--summary FILE`` gets the verdict, one row per rule and each comparison's smallest
+    detectable regression; without it the summary is appended to ``$GITHUB_STEP_SUMMARY``;
+    names from the results are code spans; unusable input is summarised too (exit 2)."""
+    base = write_task_run(tmp_path / "release", "shipped", [1] * 36)
+    cand = write_task_run(tmp_path / "candidate", "new <b>*x*|y", [1] * 6 + [0] * 30)
+    policy = _policy(tmp_path, f"baseline: {base}\n" + RULE)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    rc, out, err = _cli(capsys, "gate", cand, "--policy", policy, "--summary", tmp_path / "summary.md")
+    assert rc == 1, err
+    text = (tmp_path / "summary.md").read_text()
+    assert text.startswith("## drift-eval gate: FAIL\n") and "0 passed, 1 failed, 0 underpowered." in text
+    (row,) = [ln for ln in text.splitlines() if ln.startswith("| FAIL |")]
+    cells = [c.strip() for c in row.strip("|").split(" | ")]
+    assert cells[1].startswith("`") and cells[2].startswith("`") and "new <b>*x*\\|y vs shipped" in cells[2]
+    assert cells[3] == "none up to 1" and cells[4] == "0.05", cells  # as the gate's own line says, beside the tolerance
+
+    step = tmp_path / "step.md"
+    step.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    rc, _, _ = _cli(capsys, "gate", base, "--policy", _policy(tmp_path, RULE.replace(
+        "max_regression: 0.05, on: upper", "min: 0.5")))
+    assert rc == 0 and step.read_text().startswith("earlier step\n## drift-eval gate: PASS\n")
+    rc, _, err = _cli(capsys, "gate", tmp_path / "nowhere", "--policy", policy)
+    assert rc == 2 and "## drift-eval gate: UNUSABLE INPUT" in step.read_text()
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path))  # a folder: refused before any work
+    rc, _, err = _cli(capsys, "gate", cand, "--policy", policy)
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "GITHUB_STEP_SUMMARY" in err, err
