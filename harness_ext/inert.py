@@ -18,8 +18,10 @@ must never act in what the project writes. One function per output:
   ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a leading ``'`` (OWASP's rule
   against CSV injection); numbers are left as they are;
 * ``terminal``: the text with every control character (C0, DEL, C1: escape sequences,
-  carriage returns, bells...) written as a visible escape such as ``\\x1b``, so printing it
-  cannot move the cursor, recolour or retitle the terminal;
+  carriage returns, bells...) and every format character (bidirectional overrides,
+  zero-width characters) written as a visible escape such as ``\\x1b`` or ``\\u202e``, so
+  printing it cannot move the cursor, recolour or retitle the terminal, or reorder or hide
+  what a log shows;
 
 HTML is escaped by Jinja's autoescaping; JSON stays as it is (a JSON parser reads strings
 as strings).
@@ -34,8 +36,14 @@ _LINE_START = re.compile(r"^(\s*)([#>+=-]|\d+[.)])")
 _AUTOLINK = re.compile(r"@|://|www\.", re.I)
 _NEWLINES = re.compile(r"[\r\n\u2028\u2029]+")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_ONE_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: Unicode's format characters (category Cf, as of Unicode 15): bidirectional overrides and
+#: isolates, zero-width characters, invisible operators, tags; they can reorder or hide what
+#: a terminal or a log viewer shows (tests/test_inert.py checks the list against unicodedata)
+FORMAT = ("\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+          "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+          "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f")
+_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{FORMAT}]")
+_ONE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{FORMAT}]")
 
 
 def markdown(text, cell: bool = False) -> str:
@@ -74,12 +82,13 @@ def csv_cell(value):
 
 
 def terminal(text, one_line: bool = False) -> str:
-    """``text`` with every control character but tab and newline shown as an escape
-    (``one_line``: those too, for a value printed inside a line)."""
+    """``text`` with every control and format character but tab and newline shown as an
+    escape (``one_line``: those too, and the line and paragraph separators, for a value
+    printed inside a line)."""
     pattern = _ONE_LINE if one_line else _CONTROL
     return pattern.sub(_escape, str(text))
 
 
 def _escape(match) -> str:
     code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"

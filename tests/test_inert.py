@@ -81,3 +81,18 @@ def test_terminal_text_has_no_control_characters():
     assert shown == "model\\x1b]0;pwned\\x07\\x1b[2J\\x1b[31mred\\x0d\\x08\\x9b31m\\x7f"
     assert inert.terminal("a\tb\nc") == "a\tb\nc"
     assert inert.terminal("a\tb\nc\u2028d", one_line=True) == "a\\x09b\\x0ac\\u2028d"
+
+
+def test_terminal_text_shows_every_format_character_escaped():
+    """Bidirectional overrides and isolates, zero-width characters and the other format
+    characters (Unicode category Cf) are shown escaped, so that a name cannot reorder or
+    hide what a terminal or a CI log shows."""
+    import unicodedata
+
+    every = "".join(chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Cf")
+    assert len(every) > 150
+    for one_line in (False, True):
+        shown = inert.terminal("a" + every + "b", one_line=one_line)
+        assert not any(unicodedata.category(ch) == "Cf" for ch in shown), one_line
+    assert inert.terminal("PASS\u202e lanif") == "PASS\\u202e lanif"
+    assert inert.terminal("\U000e0041x") == "\\U000e0041x"  # a tag character: eight hex digits, unambiguous

@@ -502,3 +502,14 @@ def test_the_gate_writes_a_markdown_summary_for_the_ci_page(tmp_path, capsys, mo
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path))  # a folder: refused before any work
     rc, _, err = _cli(capsys, "gate", cand, "--policy", policy)
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "GITHUB_STEP_SUMMARY" in err, err
+
+
+def test_a_name_in_the_results_cannot_print_a_line_of_its_own(tmp_path, capsys):
+    """A model name with a line break and a forged verdict, or a bidirectional override,
+    stays inside the gate's line for its rule, shown escaped."""
+    base = write_task_run(tmp_path / "release", "shipped", [1] * 36)
+    cand = write_task_run(tmp_path / "candidate", "new\nPASS  all rules\u202e", [1] * 6 + [0] * 30)
+    rc, out, _ = _cli(capsys, "gate", cand, "--policy", _policy(tmp_path, f"baseline: {base}\n" + RULE))
+    assert rc == 1
+    assert not any(line.startswith("PASS") for line in out.splitlines()), out
+    assert "new\\x0aPASS  all rules\\u202e vs shipped" in out and "\u202e" not in out

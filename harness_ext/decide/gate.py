@@ -250,8 +250,10 @@ def run_gate(results_dir: str, policy: str, junit_xml: str | None = None, log=pr
         if summary_path:
             write_summary(summary_markdown([], results_dir, policy, baseline, error=exc.message), summary_path, append)
         raise
-    for o in outcomes:
-        log(f"{LABEL[o.status]}  {o.name}: {o.message}")
+    from drift_eval import inert
+
+    for o in outcomes:  # one line each, whatever a name from the results holds
+        log(f"{LABEL[o.status]}  {inert.terminal(o.name, one_line=True)}: {inert.terminal(o.message, one_line=True)}")
     counts = {k: sum(o.status == k for o in outcomes) for k in LABEL}
     log(f"{counts['pass']} passed, {counts['fail']} failed"
         + (f", {counts['underpowered']} underpowered" if counts["underpowered"] else ""))
