@@ -23,11 +23,17 @@ must never act in what the project writes. One function per output:
   printing it cannot move the cursor, recolour or retitle the terminal, or reorder or hide
   what a log shows;
 
-HTML is escaped by Jinja's autoescaping; JSON stays as it is (a JSON parser reads strings
-as strings).
+* ``json_text``: strict JSON (RFC 8259): a number that is not finite (NaN, ±infinity,
+  which Python's ``json`` would write as the non-standard ``NaN``/``Infinity`` that strict
+  parsers reject) is written ``null``.
+
+HTML is escaped by Jinja's autoescaping; JSON strings need nothing more (a JSON parser
+reads strings as strings).
 """
 from __future__ import annotations
 
+import json
+import math
 import re
 
 _BACKTICKS = re.compile(r"`+")
@@ -92,3 +98,21 @@ def terminal(text, one_line: bool = False) -> str:
 def _escape(match) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def finite(value):
+    """``value`` with every float that is not finite, in it at any depth (dicts, lists,
+    tuples), replaced by ``None``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def json_text(value, **kwargs) -> str:
+    """``json.dumps`` that writes strict JSON: non-finite numbers as ``null``
+    (``allow_nan=False`` behind it, so that none slips through)."""
+    return json.dumps(finite(value), allow_nan=False, **kwargs)

@@ -96,3 +96,32 @@ def test_terminal_text_shows_every_format_character_escaped():
         assert not any(unicodedata.category(ch) == "Cf" for ch in shown), one_line
     assert inert.terminal("PASS\u202e lanif") == "PASS\\u202e lanif"
     assert inert.terminal("\U000e0041x") == "\\U000e0041x"  # a tag character: eight hex digits, unambiguous
+
+
+def test_json_output_is_strict_with_null_for_non_finite_numbers():
+    import json
+
+    value = {"a": float("nan"), "b": [1.0, float("inf"), (float("-inf"), 2)], "c": "NaN", "d": True, "e": 3}
+    text = inert.json_text(value)
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} is not JSON")
+
+    assert json.loads(text, parse_constant=refuse) == {"a": None, "b": [1.0, None, [None, 2]], "c": "NaN",
+                                                       "d": True, "e": 3}
+
+
+def test_compare_writes_strict_json(tmp_path, capsys):
+    """``drift-eval compare --format json`` on runs whose comparison has no interval or MDE
+    to give: every number is finite or null."""
+    import json
+
+    from handmade_results import write_task_run
+
+    from drift_eval.cli import main
+
+    base = write_task_run(tmp_path / "base", "shipped", [1] * 4)
+    cand = write_task_run(tmp_path / "cand", "new", [1] * 4)
+    assert main(["compare", str(cand), str(base), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out, parse_constant=lambda c: (_ for _ in ()).throw(AssertionError(c)))
+    assert rows and all(r["candidate"] == "new" for r in rows)
