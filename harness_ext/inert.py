@@ -21,7 +21,8 @@ must never act in what the project writes. One function per output:
   carriage returns, bells...) and every format character (bidirectional overrides,
   zero-width characters) written as a visible escape such as ``\\x1b`` or ``\\u202e``, so
   printing it cannot move the cursor, recolour or retitle the terminal, or reorder or hide
-  what a log shows;
+  what a log shows (lone surrogates and U+FFFE/U+FFFF too: the text always encodes, and is
+  always XML 1.0, so JUnit files use it as well);
 
 * ``json_text``: strict JSON (RFC 8259): a number that is not finite (NaN, ±infinity,
   which Python's ``json`` would write as the non-standard ``NaN``/``Infinity`` that strict
@@ -48,8 +49,10 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 FORMAT = ("\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
           "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
           "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f")
-_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{FORMAT}]")
-_ONE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{FORMAT}]")
+#: lone surrogates (no character: they cannot be encoded) and the non-characters U+FFFE and U+FFFF
+_NOT_TEXT = "\ud800-\udfff\ufffe\uffff"
+_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{FORMAT}{_NOT_TEXT}]")
+_ONE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{FORMAT}{_NOT_TEXT}]")
 
 
 def markdown(text, cell: bool = False) -> str:

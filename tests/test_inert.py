@@ -125,3 +125,13 @@ def test_compare_writes_strict_json(tmp_path, capsys):
     assert main(["compare", str(cand), str(base), "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out, parse_constant=lambda c: (_ for _ in ()).throw(AssertionError(c)))
     assert rows and all(r["candidate"] == "new" for r in rows)
+
+
+def test_terminal_text_always_encodes_and_is_xml():
+    """A lone surrogate (a JSON file can hold one) or a non-character is shown escaped, so the
+    text encodes as UTF-8 and is XML 1.0 (the JUnit file uses this function too)."""
+    import xml.etree.ElementTree as ET
+
+    shown = inert.terminal("a\ud800b\ufffe\x01", one_line=True)
+    assert shown == "a\\ud800b\\ufffe\\x01" and shown.encode("utf-8")
+    ET.fromstring(f"<x>{shown}</x>")

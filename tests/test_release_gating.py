@@ -505,11 +505,17 @@ def test_the_gate_writes_a_markdown_summary_for_the_ci_page(tmp_path, capsys, mo
 
 
 def test_a_name_in_the_results_cannot_print_a_line_of_its_own(tmp_path, capsys):
-    """A model name with a line break and a forged verdict, or a bidirectional override,
-    stays inside the gate's line for its rule, shown escaped."""
+    """A model name with a control character, a line break and a forged verdict, and a
+    bidirectional override, stays inside the gate's line for its rule, shown escaped, and the
+    JUnit file stays well-formed XML."""
     base = write_task_run(tmp_path / "release", "shipped", [1] * 36)
-    cand = write_task_run(tmp_path / "candidate", "new\nPASS  all rules\u202e", [1] * 6 + [0] * 30)
+    cand = write_task_run(tmp_path / "candidate", "new\x01\nPASS  all rules\u202e", [1] * 6 + [0] * 30)
     rc, out, _ = _cli(capsys, "gate", cand, "--policy", _policy(tmp_path, f"baseline: {base}\n" + RULE))
     assert rc == 1
     assert not any(line.startswith("PASS") for line in out.splitlines()), out
-    assert "new\\x0aPASS  all rules\\u202e vs shipped" in out and "\u202e" not in out
+    assert "new\\x01\\x0aPASS  all rules\\u202e vs shipped" in out and "\u202e" not in out
+    rc, _, _ = _cli(capsys, "gate", cand, "--policy", _policy(tmp_path, f"baseline: {base}\n" + RULE),
+                    "--junit-xml", tmp_path / "gate.xml")
+    case = ET.parse(tmp_path / "gate.xml").getroot().find("testcase")  # well-formed XML 1.0
+    props = {p.get("name"): p.get("value") for p in case.find("properties")}
+    assert rc == 1 and props["candidate"] == "new\\x01\\x0aPASS  all rules\\u202e"

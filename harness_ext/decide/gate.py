@@ -118,26 +118,30 @@ def write_junit(outcomes: list, path: str, suite: str = "drift-eval gate", error
     and the file holds one error case saying why (never a passing file)."""
     import xml.etree.ElementTree as ET
 
+    from drift_eval import inert
     from drift_eval.files import atomic_open
+
+    def text(value) -> str:  # one line, only characters XML 1.0 allows, controls shown escaped
+        return inert.terminal(value, one_line=True)
 
     failures = sum(o.status == "fail" for o in outcomes)
     errors = sum(o.status == "underpowered" for o in outcomes) + bool(error)
     ts = ET.Element("testsuite", name=suite, tests=str(len(outcomes) + bool(error)), failures=str(failures),
                     errors=str(errors))
     for o in outcomes:
-        tc = ET.SubElement(ts, "testcase", classname="drift_gate", name=o.name)
+        tc = ET.SubElement(ts, "testcase", classname="drift_gate", name=text(o.name))
         if o.facts:
             props = ET.SubElement(tc, "properties")
             for k, v in o.facts.items():
-                ET.SubElement(props, "property", name=k, value=f"{v:.6g}" if isinstance(v, float) else str(v))
+                ET.SubElement(props, "property", name=k, value=f"{v:.6g}" if isinstance(v, float) else text(v))
         if o.status == "pass":
-            ET.SubElement(tc, "system-out").text = o.message
+            ET.SubElement(tc, "system-out").text = text(o.message)
         else:
             kind = "failure" if o.status == "fail" else "error"
-            ET.SubElement(tc, kind, message=o.message, type=o.status).text = o.message
+            ET.SubElement(tc, kind, message=text(o.message), type=o.status).text = text(o.message)
     if error:
         tc = ET.SubElement(ts, "testcase", classname="drift_gate", name="unusable input")
-        ET.SubElement(tc, "error", message=error).text = error
+        ET.SubElement(tc, "error", message=text(error)).text = text(error)
     with atomic_open(path, "wb") as fh:
         ET.ElementTree(ts).write(fh, encoding="utf-8", xml_declaration=True)
 
