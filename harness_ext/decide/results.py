@@ -342,6 +342,8 @@ def _check_samples(samples: list, path: str, task: str, n_samples: dict, metrics
         seen.add(doc)
         for m in metrics:
             if m in s and s[m] is not None:  # null: the value is not defined for this sample
+                if is_number(s[m]) and not is_finite(s[m]):
+                    raise _damaged(path, f"line {i} has '{m}' {s[m]!r}, not a finite number")
                 kind = _kind(s[m])
                 first = kinds.setdefault(m, (kind, i))
                 if first[0] != kind:
@@ -359,6 +361,18 @@ def _check_samples(samples: list, path: str, task: str, n_samples: dict, metrics
         raise _damaged(path, f"no sample lines, but the results file counts {effective}")
 
 
+def _check_shares(tr: TaskResult, path: str) -> None:
+    """A metric whose every logged sample is 0 or 1 is a share: its value in the results file
+    lies in [0, 1] (a value outside cannot be its samples' mean, whatever its interval says)."""
+    for metric, v in tr.values.items():
+        if not is_number(v) or 0 <= v <= 1:
+            continue
+        logged = [s[metric] for s in tr.samples if is_number(s.get(metric))]
+        if logged and all(x in (0, 1) for x in logged):
+            raise _damaged(path, f"results['{tr.name}']['{metric},none'] is {v!r}: a share of 0/1 samples "
+                                 f"lies in [0, 1]")
+
+
 def _task_results(res: dict, path: str, date: str) -> tuple[dict, list]:
     out, sample_files = {}, []
     folder = os.path.dirname(path)
@@ -373,8 +387,10 @@ def _task_results(res: dict, path: str, date: str) -> tuple[dict, list]:
                 if not sep or filt != "none":
                     continue
                 if metric.endswith("_stderr"):
-                    stderrs[metric[: -len("_stderr")]] = _float(v)
+                    stderrs[metric[: -len("_stderr")]] = _float(v) if is_finite(v) else None  # none to give
                 else:
+                    if is_number(v) and not is_finite(v):
+                        raise _damaged(path, f"{section}['{name}']['{key}'] is {v!r}, not a finite number")
                     values[metric] = v
             for metric in values:  # fitted metrics (drift_alpha) report their bootstrap error as <metric>_se
                 if stderrs.get(metric) is None and is_number(values.get(f"{metric}_se")):
@@ -400,6 +416,7 @@ def _task_results(res: dict, path: str, date: str) -> tuple[dict, list]:
         samples = read_jsonl(spath, "samples file", remedy=REMEDY, line_ends=True)
         _check_samples(samples, spath, name, n_samples, list(tr.values))
         tr.samples = [s for s in samples if s.get("filter", "none") == "none"]
+        _check_shares(tr, path)
         sample_files.append(spath)
     configs = res.get("configs") if isinstance(res.get("configs"), dict) else {}
     versions = res.get("versions") if isinstance(res.get("versions"), dict) else {}
