@@ -274,3 +274,18 @@ def test_a_number_that_cannot_be_its_metric_is_one_line_naming_the_file_and_fiel
         path.write_text("\n".join(lines) + "\n")
     rc, out, err = _gate(capsys, root, "--policy", policy)
     assert rc == 2 and len(err.strip().splitlines()) == 1 and needle in err and str(path) in err, err
+
+
+@pytest.mark.parametrize("name", ["../../outside", "drift_french_single/../x", ".hidden", "a\nb", "a b"])
+def test_a_task_name_that_is_no_task_name_is_refused_before_it_is_used(tmp_path, capsys, name):
+    """A task name from a results file is part of its samples file's name: one that could
+    reach outside the folder, or hide, is damage (one line, exit 2), and nothing is read for it."""
+    root = tmp_path / "out"
+    write_output(root, settings=("none",))
+    [path] = root.glob("none/*/results_*.json")
+    res = json.loads(path.read_text())
+    res["results"][name] = res["results"]["drift_french_single"]
+    path.write_text(json.dumps(res))
+    policy = _policy(tmp_path, "rules:\n  - {task: drift_french_single, metric: fully_french, min: 0.1}\n")
+    rc, _, err = _gate(capsys, root, "--policy", policy)
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "not a task name" in err, err

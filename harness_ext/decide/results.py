@@ -302,6 +302,22 @@ class RunFile:
     sample_files: list = field(default_factory=list)
 
 
+#: a task or group name as lm-eval's own tasks write them (all of them match): it is part of
+#: a samples file's name, so it never holds a path separator, a space or a leading dot
+TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+
+
+def _check_names(res: dict, path: str) -> None:
+    """Every task and group name of a results file matches ``TASK_NAME``; a name that does
+    not (``../x``, a control character...) is damage, reported before the name is used."""
+    names = [n for section in ("results", "groups", "n-samples", "group_subtasks", "configs", "versions")
+             if isinstance(res.get(section), dict) for n in res[section]]
+    names += [t for subs in (res.get("group_subtasks") or {}).values() for t in subs]
+    for name in names:
+        if not isinstance(name, str) or not TASK_NAME.fullmatch(name) or ".." in name:
+            raise _damaged(path, f"holds the task name {name!r}, not a task name (letters, digits, '_', '.', '-')")
+
+
 def _check_shape(res: dict, path: str) -> None:
     """The parts of lm-eval's results JSON that the loader relies on, with the right types."""
     if not isinstance(res.get("results"), dict) or not isinstance(res.get("config"), dict):
@@ -324,6 +340,7 @@ def _check_shape(res: dict, path: str) -> None:
     model_args = res["config"].get("model_args")
     if model_args is not None and not isinstance(model_args, (dict, str)):
         raise _damaged(path, f"config.model_args is a JSON {_kind(model_args)}, not an object")
+    _check_names(res, path)
 
 
 def _check_samples(samples: list, path: str, task: str, n_samples: dict, metrics: list) -> None:
@@ -406,11 +423,13 @@ def _task_results(res: dict, path: str, date: str) -> tuple[dict, list]:
                 continue
             out[name] = tr
     missing = []
+    listed = set(os.listdir(folder))  # samples files are found in the folder's listing, by name
     for name, tr in out.items():
         if tr.is_group:
             continue
-        spath = os.path.join(folder, f"samples_{name}_{date}.jsonl")
-        if not os.path.lexists(spath):
+        fname = f"samples_{name}_{date}.jsonl"
+        spath = os.path.join(folder, fname)
+        if fname not in listed:
             missing.append(spath)
             continue
         samples = read_jsonl(spath, "samples file", remedy=REMEDY, line_ends=True)
