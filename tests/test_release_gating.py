@@ -519,3 +519,26 @@ def test_a_name_in_the_results_cannot_print_a_line_of_its_own(tmp_path, capsys):
     case = ET.parse(tmp_path / "gate.xml").getroot().find("testcase")  # well-formed XML 1.0
     props = {p.get("name"): p.get("value") for p in case.find("properties")}
     assert rc == 1 and props["candidate"] == "new\\x01\\x0aPASS  all rules\\u202e"
+
+
+def test_a_policys_relative_baseline_is_found_beside_the_policy_and_nowhere_else(tmp_path, capsys, monkeypatch):
+    """A relative ``baseline:`` names a folder beside the policy file; a missing one is one line
+    naming the path it was looked for at, even when the working folder has a folder of that
+    name; a bare name that is no folder beside the policy is a model name."""
+    base = write_task_run(tmp_path / "work" / "releases" / "v1", "shipped", [1] * 36)
+    cand = write_task_run(tmp_path / "candidate", "new", [1] * 36)
+    (tmp_path / "gates").mkdir()
+    monkeypatch.chdir(tmp_path / "work")  # releases/v1 is here, not beside the policy
+    policy = tmp_path / "gates" / "gate.yaml"
+    policy.write_text("baseline: releases/v1\n" + RULE)
+    rc, _, err = _cli(capsys, "gate", cand, "--policy", policy)
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert str(tmp_path / "gates" / "releases" / "v1") in err and "beside the policy file" in err
+    monkeypatch.chdir(tmp_path / "work" / "releases")
+    policy.write_text("baseline: v1\n" + RULE)  # a folder of the working folder, but a bare name: a model
+    rc, _, err = _cli(capsys, "gate", cand, "--policy", policy)
+    assert rc == 2 and "baseline 'v1' is neither a results folder nor a model" in err, err
+    (tmp_path / "gates" / "releases").symlink_to(tmp_path / "work" / "releases")
+    policy.write_text("baseline: releases/v1\n" + RULE)  # beside the policy: found
+    rc, out, err = _cli(capsys, "gate", cand, "--policy", policy)
+    assert rc in (0, 3) and "new vs shipped" in out and base, err

@@ -76,14 +76,15 @@ def check_regression(candidate, baseline, rule: Rule, setting: str | None = None
     return Outcome(label, j.status == "pass", j.message, j.status, facts)
 
 
-def resolve_baseline(output, baseline: str | None, candidate: str | None):
+def resolve_baseline(output, baseline: str | None, candidate: str | None, model_only: bool = False):
     """(baseline results, baseline model, candidate model) for ``baseline``: a folder
-    (holding one model), or a model name in ``output``; (None, None, candidate) without one."""
+    (holding one model), or a model name in ``output`` (``model_only``: only that);
+    (None, None, candidate) without one."""
     from drift_eval.decide.results import load_output
 
     if baseline is None:
         return None, None, candidate
-    if os.path.isdir(baseline):
+    if not model_only and os.path.isdir(baseline):
         base = load_output(baseline)
         return base, base.model(None), output.model(candidate)
     if baseline not in output.models:
@@ -157,7 +158,7 @@ def gate(output, policy: Policy | str, baseline: str | None = None):
     if not isinstance(policy, Policy):
         policy = load_policy(policy)
     policy = policy.with_baseline(baseline)
-    base, base_model, candidate = resolve_baseline(output, policy.baseline, policy.candidate)
+    base, base_model, candidate = resolve_baseline(output, policy.baseline, policy.candidate, policy.baseline_is_model)
     return evaluate_policy(output, policy, base, base_model, candidate), policy
 
 
