@@ -18,14 +18,23 @@ must never act in what the project writes. One function per output:
   ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a leading ``'`` (OWASP's rule
   against CSV injection); numbers are left as they are;
 * ``terminal``: the text with every control character (C0, DEL, C1: escape sequences,
-  carriage returns, bells...) written as a visible escape such as ``\\x1b``, so printing it
-  cannot move the cursor, recolour or retitle the terminal;
+  carriage returns, bells...) and every format character (bidirectional overrides,
+  zero-width characters) written as a visible escape such as ``\\x1b`` or ``\\u202e``, so
+  printing it cannot move the cursor, recolour or retitle the terminal, or reorder or hide
+  what a log shows (lone surrogates and U+FFFE/U+FFFF too: the text always encodes, and is
+  always XML 1.0, so JUnit files use it as well);
 
-HTML is escaped by Jinja's autoescaping; JSON stays as it is (a JSON parser reads strings
-as strings).
+* ``json_text``: strict JSON (RFC 8259): a number that is not finite (NaN, ±infinity,
+  which Python's ``json`` would write as the non-standard ``NaN``/``Infinity`` that strict
+  parsers reject) is written ``null``.
+
+HTML is escaped by Jinja's autoescaping; JSON strings need nothing more (a JSON parser
+reads strings as strings).
 """
 from __future__ import annotations
 
+import json
+import math
 import re
 
 _BACKTICKS = re.compile(r"`+")
@@ -34,8 +43,16 @@ _LINE_START = re.compile(r"^(\s*)([#>+=-]|\d+[.)])")
 _AUTOLINK = re.compile(r"@|://|www\.", re.I)
 _NEWLINES = re.compile(r"[\r\n\u2028\u2029]+")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_ONE_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: Unicode's format characters (category Cf, as of Unicode 15): bidirectional overrides and
+#: isolates, zero-width characters, invisible operators, tags; they can reorder or hide what
+#: a terminal or a log viewer shows (tests/test_inert.py checks the list against unicodedata)
+FORMAT = ("\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+          "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+          "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f")
+#: lone surrogates (no character: they cannot be encoded) and the non-characters U+FFFE and U+FFFF
+_NOT_TEXT = "\ud800-\udfff\ufffe\uffff"
+_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{FORMAT}{_NOT_TEXT}]")
+_ONE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{FORMAT}{_NOT_TEXT}]")
 
 
 def markdown(text, cell: bool = False) -> str:
@@ -74,12 +91,31 @@ def csv_cell(value):
 
 
 def terminal(text, one_line: bool = False) -> str:
-    """``text`` with every control character but tab and newline shown as an escape
-    (``one_line``: those too, for a value printed inside a line)."""
+    """``text`` with every control and format character but tab and newline shown as an
+    escape (``one_line``: those too, and the line and paragraph separators, for a value
+    printed inside a line)."""
     pattern = _ONE_LINE if one_line else _CONTROL
     return pattern.sub(_escape, str(text))
 
 
 def _escape(match) -> str:
     code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def finite(value):
+    """``value`` with every float that is not finite, in it at any depth (dicts, lists,
+    tuples), replaced by ``None``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def json_text(value, **kwargs) -> str:
+    """``json.dumps`` that writes strict JSON: non-finite numbers as ``null``
+    (``allow_nan=False`` behind it, so that none slips through)."""
+    return json.dumps(finite(value), allow_nan=False, **kwargs)

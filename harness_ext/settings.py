@@ -9,12 +9,37 @@ The bias itself is in ``drift_eval.compensation``.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from drift_eval.errors import DriftUsageError
 
 MODES = ("none", "log", "const", "head")
 SPANS = ("system", "prompt")
+
+
+#: numbers as options and settings are written: ASCII digits only (``float()`` and ``int()``
+#: would also take other scripts' digits, ``1_000``, and ``str.isdigit`` superscripts, which
+#: ``int()`` then refuses with a traceback)
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def parse_number(value, whole: bool = False):
+    """``value`` as a number (``whole``: an ``int``), or None: a JSON or Python number (not
+    a boolean), or text of ASCII digits (with a sign, a point and an exponent unless
+    ``whole``), spaces around it allowed. The one place every option's number is read."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return (int(value) if value.is_integer() else None) if whole else value
+    if isinstance(value, str):
+        text = value.strip()
+        if (_INT if whole else _FLOAT).fullmatch(text):
+            return int(text) if whole else float(text)
+    return None
 
 
 @dataclass(frozen=True)
@@ -28,10 +53,10 @@ class CompensationConfig:
         mode = str(mode).strip().lower()
         if mode not in MODES:
             raise DriftUsageError(f"unknown compensation '{mode}': use one of {', '.join(MODES)}")
-        try:
-            strength = float(strength)
-        except (TypeError, ValueError):
-            raise DriftUsageError(f"strength must be a number >= 0, got '{strength}'") from None
+        number = parse_number(strength)
+        if number is None:
+            raise DriftUsageError(f"strength must be a number >= 0, got '{strength}'")
+        strength = float(number)
         if not math.isfinite(strength) or strength < 0:
             raise DriftUsageError(f"strength must be a finite number >= 0, got {strength}")
         span = str(span).strip().lower()
@@ -112,11 +137,9 @@ def parse_settings(text: str, span: str = "system") -> list[CompensationConfig]:
 def int_option(name: str, value, minimum: int, maximum: int | None = None) -> int:
     """An integer option (``--metadata``, task arguments) in ``[minimum, maximum]``; any
     other value (text, a fraction, a boolean, out of range) is one ``DriftUsageError`` line."""
-    ok = isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(value, float) and value.is_integer():
-        value, ok = int(value), True
-    elif isinstance(value, str) and value.strip().lstrip("+-").isdigit():
-        value, ok = int(value), True
+    number = parse_number(value, whole=True)
+    ok = number is not None
+    value = number if ok else value
     span = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
     if not ok or value < minimum or (maximum is not None and value > maximum):
         raise DriftUsageError(f"{name} must be a whole number {span}, got {value!r}")

@@ -11,10 +11,10 @@ def render_text(ctx: dict, fmt: str, plot_dir: str | None = None) -> str:
     """For Markdown, ``plot_dir`` is the folder (relative to the report) its SVG files are
     linked from."""
     if fmt == "json":
-        import json
+        from drift_eval import inert
 
         keep = {k: ctx[k] for k in ("root", "generated", "runs", "models", "gate", "records")}
-        return json.dumps(keep, indent=2, ensure_ascii=False, default=str)
+        return inert.json_text(keep, indent=2, ensure_ascii=False, default=str)
     if fmt == "csv":
         import csv
         import io

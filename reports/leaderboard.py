@@ -231,7 +231,7 @@ def write_leaderboard(roots: list, path: str | None, fmt: str | None = None) -> 
         recs = records(output)
         if fmt == "json":
             by = ranked_by(columns(output))
-            text = json.dumps({"ranked_by": by[0] if by else None, "rows": recs}, indent=2, ensure_ascii=False)
+            text = inert.json_text({"ranked_by": by[0] if by else None, "rows": recs}, indent=2, ensure_ascii=False)
         else:
             buf = io.StringIO()
             fields = list(dict.fromkeys(k for r in recs for k in r))

@@ -53,11 +53,11 @@ class Report:
         self.several = len(output.models) > 1
         self.outcomes = None
         base = baseline
-        candidate = None
+        candidate, model_only = None, False
         if policy:
             self.outcomes, pol = gate(output, policy, baseline)
-            base, candidate = baseline or pol.baseline, pol.candidate
-        self.baseline, self.baseline_model, self.candidate = resolve_baseline(output, base, candidate)
+            base, candidate, model_only = pol.baseline, pol.candidate, pol.baseline_is_model  # --baseline in it
+        self.baseline, self.baseline_model, self.candidate = resolve_baseline(output, base, candidate, model_only)
         self._against_none: dict = {}
         self._against_baseline: dict = {}
         self.between = self._between_models()

@@ -60,7 +60,20 @@ BAD_NUMBERS = [
     (["alpha", "--threads", "-2"], "argument --threads: must be a whole number >= 0, got -2"),
     (["alpha", "--scenes", "0"], "argument --scenes: must be a whole number >= 1, got 0"),
     (["accessibility", "--eps", "0"], "argument --eps: must be a number > 0, got '0'"),
+    # digits of other scripts, superscripts and underscores: ASCII digits only (no traceback)
+    (["sweep", "--output", "out", "--limit", "\u0663"], "argument --limit: must be a number > 0, got '\u0663'"),
+    (["accessibility", "--strings", "\u00b2"], "argument --strings: must be a whole number >= 1, got '\u00b2'"),
+    (["alpha", "--batch-size", "1_000"], "argument --batch-size: must be a whole number >= 1, got '1_000'"),
 ]
+
+
+def test_a_setting_strength_in_other_digits_is_one_line_before_any_output(capsys, tmp_path, monkeypatch):
+    from drift_eval.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    rc = main(["sweep", "--output", "out", "--settings", "log:\uff11"])
+    _one_line_error(rc, capsys.readouterr().err, "strength must be a number >= 0, got '\uff11'")
+    assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.parametrize("args, needle", BAD_NUMBERS)
@@ -116,6 +129,9 @@ def test_whole_accepts_whole_numbers_in_range(text, value):
     ("1.0", "must be a whole number between 0 and 12, got '1.0'"),
     ("True", "must be a whole number between 0 and 12, got 'True'"),
     ("", "must be a whole number between 0 and 12, got ''"),
+    ("\u0663", "must be a whole number between 0 and 12, got '\u0663'"),
+    ("\u00b2", "must be a whole number between 0 and 12, got '\u00b2'"),
+    ("1_0", "must be a whole number between 0 and 12, got '1_0'"),
 ])
 def test_whole_rejects_anything_else_in_one_line(text, message):
     from drift_eval.cli.shared import whole
@@ -132,7 +148,7 @@ def test_positive_accepts_finite_numbers_above_zero(text, value):
     assert positive(text) == value
 
 
-@pytest.mark.parametrize("text", ["0", "-0.5", "nan", "inf", "-inf", "x", ""])
+@pytest.mark.parametrize("text", ["0", "-0.5", "nan", "inf", "-inf", "x", "", "\u0663", "1_000", "\uff11.5"])
 def test_positive_rejects_anything_else_in_one_line(text):
     from drift_eval.cli.shared import positive
 

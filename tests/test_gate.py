@@ -243,3 +243,49 @@ def test_the_pytest_plugin_refuses_a_regression_rule_without_direction(handmade,
     results = DriftResults(load_output(handmade))
     with pytest.raises(UnusableResults, match="^rule on drift_french_single/answer_tokens has no direction"):
         results.compare_to(tmp_path / "nowhere", "drift_french_single", "answer_tokens", max_regression=10)
+
+
+@pytest.mark.parametrize("where, value, needle", [
+    ("results", "Infinity", "results['drift_french_single']['fully_french,none'] is inf, not a finite number"),
+    ("results", "NaN", "results['drift_french_single']['fully_french,none'] is nan, not a finite number"),
+    ("results", "7.0", "results['drift_french_single']['fully_french,none'] is 7.0: a share of 0/1 samples"),
+    ("samples", "NaN", "has 'fully_french' nan, not a finite number"),
+])
+def test_a_number_that_cannot_be_its_metric_is_one_line_naming_the_file_and_field(tmp_path, capsys, where, value,
+                                                                                  needle):
+    """A non-finite value in a results or samples file, or a share outside [0, 1], would pass a
+    rule (an infinite share is above any min): the loader refuses it instead (exit 2)."""
+    root = tmp_path / "out"
+    write_output(root, settings=("none",))
+    policy = _policy(tmp_path, "rules:\n  - {task: drift_french_single, metric: fully_french, min: 0.9}\n")
+    if where == "results":
+        [path] = root.glob("none/*/results_*.json")
+        text = path.read_text()
+        old = f'"fully_french,none": {json.loads(text)["results"]["drift_french_single"]["fully_french,none"]}'
+        assert old in text
+        path.write_text(text.replace(old, f'"fully_french,none": {value}'))
+    else:
+        [path] = root.glob("none/*/samples_drift_french_single_*.jsonl")
+        lines = path.read_text().splitlines()
+        first = json.loads(lines[0])
+        lines[0] = json.dumps(first).replace(f'"fully_french": {json.dumps(first["fully_french"])}',
+                                             f'"fully_french": {value}')
+        assert value in lines[0]
+        path.write_text("\n".join(lines) + "\n")
+    rc, out, err = _gate(capsys, root, "--policy", policy)
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and needle in err and str(path) in err, err
+
+
+@pytest.mark.parametrize("name", ["../../outside", "drift_french_single/../x", ".hidden", "a\nb", "a b"])
+def test_a_task_name_that_is_no_task_name_is_refused_before_it_is_used(tmp_path, capsys, name):
+    """A task name from a results file is part of its samples file's name: one that could
+    reach outside the folder, or hide, is damage (one line, exit 2), and nothing is read for it."""
+    root = tmp_path / "out"
+    write_output(root, settings=("none",))
+    [path] = root.glob("none/*/results_*.json")
+    res = json.loads(path.read_text())
+    res["results"][name] = res["results"]["drift_french_single"]
+    path.write_text(json.dumps(res))
+    policy = _policy(tmp_path, "rules:\n  - {task: drift_french_single, metric: fully_french, min: 0.1}\n")
+    rc, _, err = _gate(capsys, root, "--policy", policy)
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "not a task name" in err, err

@@ -81,3 +81,57 @@ def test_terminal_text_has_no_control_characters():
     assert shown == "model\\x1b]0;pwned\\x07\\x1b[2J\\x1b[31mred\\x0d\\x08\\x9b31m\\x7f"
     assert inert.terminal("a\tb\nc") == "a\tb\nc"
     assert inert.terminal("a\tb\nc\u2028d", one_line=True) == "a\\x09b\\x0ac\\u2028d"
+
+
+def test_terminal_text_shows_every_format_character_escaped():
+    """Bidirectional overrides and isolates, zero-width characters and the other format
+    characters (Unicode category Cf) are shown escaped, so that a name cannot reorder or
+    hide what a terminal or a CI log shows."""
+    import unicodedata
+
+    every = "".join(chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Cf")
+    assert len(every) > 150
+    for one_line in (False, True):
+        shown = inert.terminal("a" + every + "b", one_line=one_line)
+        assert not any(unicodedata.category(ch) == "Cf" for ch in shown), one_line
+    assert inert.terminal("PASS\u202e lanif") == "PASS\\u202e lanif"
+    assert inert.terminal("\U000e0041x") == "\\U000e0041x"  # a tag character: eight hex digits, unambiguous
+
+
+def test_json_output_is_strict_with_null_for_non_finite_numbers():
+    import json
+
+    value = {"a": float("nan"), "b": [1.0, float("inf"), (float("-inf"), 2)], "c": "NaN", "d": True, "e": 3}
+    text = inert.json_text(value)
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} is not JSON")
+
+    assert json.loads(text, parse_constant=refuse) == {"a": None, "b": [1.0, None, [None, 2]], "c": "NaN",
+                                                       "d": True, "e": 3}
+
+
+def test_compare_writes_strict_json(tmp_path, capsys):
+    """``drift-eval compare --format json`` on runs whose comparison has no interval or MDE
+    to give: every number is finite or null."""
+    import json
+
+    from handmade_results import write_task_run
+
+    from drift_eval.cli import main
+
+    base = write_task_run(tmp_path / "base", "shipped", [1] * 4)
+    cand = write_task_run(tmp_path / "cand", "new", [1] * 4)
+    assert main(["compare", str(cand), str(base), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out, parse_constant=lambda c: (_ for _ in ()).throw(AssertionError(c)))
+    assert rows and all(r["candidate"] == "new" for r in rows)
+
+
+def test_terminal_text_always_encodes_and_is_xml():
+    """A lone surrogate (a JSON file can hold one) or a non-character is shown escaped, so the
+    text encodes as UTF-8 and is XML 1.0 (the JUnit file uses this function too)."""
+    import xml.etree.ElementTree as ET
+
+    shown = inert.terminal("a\ud800b\ufffe\x01", one_line=True)
+    assert shown == "a\\ud800b\\ufffe\\x01" and shown.encode("utf-8")
+    ET.fromstring(f"<x>{shown}</x>")

@@ -11,8 +11,15 @@ import zipfile
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FOLDERS = {"harness_ext": "drift_eval", "tasks": "drift_eval/tasks", "metrics": "drift_eval/metrics",
-           "reports": "drift_eval/reports"}
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+with open(os.path.join(ROOT, "pyproject.toml"), "rb") as _fh:
+    #: source folder -> where it lies in the wheel (pyproject.toml's package-dir)
+    FOLDERS = {folder: package.replace(".", "/")
+               for package, folder in tomllib.load(_fh)["tool"]["setuptools"]["package-dir"].items()}
 AT_ROOT = {"harness_ext/lm_eval_drift.pth": "lm_eval_drift.pth"}  # site-packages itself
 BUILD_FILES = ("pyproject.toml", "setup.py", "README.md")
 

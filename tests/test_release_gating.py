@@ -472,3 +472,73 @@ def test_a_rate_is_compared_as_a_rate_even_where_its_values_are_0_or_1(tmp_path,
     again = write_task_run(tmp_path / "single0", "shipped", [0] * 32)
     rc, out, err = _cli(capsys, "compare", single, again)
     assert rc == 0 and "exact McNemar" in out, err
+
+
+def test_the_gate_writes_a_markdown_summary_for_the_ci_page(tmp_path, capsys, monkeypatch):
+    """``--summary FILE`` gets the verdict, one row per rule and each comparison's smallest
+    detectable regression; without it the summary is appended to ``$GITHUB_STEP_SUMMARY``;
+    names from the results are code spans; unusable input is summarised too (exit 2)."""
+    base = write_task_run(tmp_path / "release", "shipped", [1] * 36)
+    cand = write_task_run(tmp_path / "candidate", "new <b>*x*|y", [1] * 6 + [0] * 30)
+    policy = _policy(tmp_path, f"baseline: {base}\n" + RULE)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    rc, out, err = _cli(capsys, "gate", cand, "--policy", policy, "--summary", tmp_path / "summary.md")
+    assert rc == 1, err
+    text = (tmp_path / "summary.md").read_text()
+    assert text.startswith("## drift-eval gate: FAIL\n") and "0 passed, 1 failed, 0 underpowered." in text
+    (row,) = [ln for ln in text.splitlines() if ln.startswith("| FAIL |")]
+    cells = [c.strip() for c in row.strip("|").split(" | ")]
+    assert cells[1].startswith("`") and cells[2].startswith("`") and "new <b>*x*\\|y vs shipped" in cells[2]
+    assert cells[3] == "none up to 1" and cells[4] == "0.05", cells  # as the gate's own line says, beside the tolerance
+
+    step = tmp_path / "step.md"
+    step.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    rc, _, _ = _cli(capsys, "gate", base, "--policy", _policy(tmp_path, RULE.replace(
+        "max_regression: 0.05, on: upper", "min: 0.5")))
+    assert rc == 0 and step.read_text().startswith("earlier step\n## drift-eval gate: PASS\n")
+    rc, _, err = _cli(capsys, "gate", tmp_path / "nowhere", "--policy", policy)
+    assert rc == 2 and "## drift-eval gate: UNUSABLE INPUT" in step.read_text()
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path))  # a folder: refused before any work
+    rc, _, err = _cli(capsys, "gate", cand, "--policy", policy)
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "GITHUB_STEP_SUMMARY" in err, err
+
+
+def test_a_name_in_the_results_cannot_print_a_line_of_its_own(tmp_path, capsys):
+    """A model name with a control character, a line break and a forged verdict, and a
+    bidirectional override, stays inside the gate's line for its rule, shown escaped, and the
+    JUnit file stays well-formed XML."""
+    base = write_task_run(tmp_path / "release", "shipped", [1] * 36)
+    cand = write_task_run(tmp_path / "candidate", "new\x01\nPASS  all rules\u202e", [1] * 6 + [0] * 30)
+    rc, out, _ = _cli(capsys, "gate", cand, "--policy", _policy(tmp_path, f"baseline: {base}\n" + RULE))
+    assert rc == 1
+    assert not any(line.startswith("PASS") for line in out.splitlines()), out
+    assert "new\\x01\\x0aPASS  all rules\\u202e vs shipped" in out and "\u202e" not in out
+    rc, _, _ = _cli(capsys, "gate", cand, "--policy", _policy(tmp_path, f"baseline: {base}\n" + RULE),
+                    "--junit-xml", tmp_path / "gate.xml")
+    case = ET.parse(tmp_path / "gate.xml").getroot().find("testcase")  # well-formed XML 1.0
+    props = {p.get("name"): p.get("value") for p in case.find("properties")}
+    assert rc == 1 and props["candidate"] == "new\\x01\\x0aPASS  all rules\\u202e"
+
+
+def test_a_policys_relative_baseline_is_found_beside_the_policy_and_nowhere_else(tmp_path, capsys, monkeypatch):
+    """A relative ``baseline:`` names a folder beside the policy file; a missing one is one line
+    naming the path it was looked for at, even when the working folder has a folder of that
+    name; a bare name that is no folder beside the policy is a model name."""
+    base = write_task_run(tmp_path / "work" / "releases" / "v1", "shipped", [1] * 36)
+    cand = write_task_run(tmp_path / "candidate", "new", [1] * 36)
+    (tmp_path / "gates").mkdir()
+    monkeypatch.chdir(tmp_path / "work")  # releases/v1 is here, not beside the policy
+    policy = tmp_path / "gates" / "gate.yaml"
+    policy.write_text("baseline: releases/v1\n" + RULE)
+    rc, _, err = _cli(capsys, "gate", cand, "--policy", policy)
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert str(tmp_path / "gates" / "releases" / "v1") in err and "beside the policy file" in err
+    monkeypatch.chdir(tmp_path / "work" / "releases")
+    policy.write_text("baseline: v1\n" + RULE)  # a folder of the working folder, but a bare name: a model
+    rc, _, err = _cli(capsys, "gate", cand, "--policy", policy)
+    assert rc == 2 and "baseline 'v1' is neither a results folder nor a model" in err, err
+    (tmp_path / "gates" / "releases").symlink_to(tmp_path / "work" / "releases")
+    policy.write_text("baseline: releases/v1\n" + RULE)  # beside the policy: found
+    rc, out, err = _cli(capsys, "gate", cand, "--policy", policy)
+    assert rc in (0, 3) and "new vs shipped" in out and base, err

@@ -250,14 +250,18 @@ HOSTILE_ANSWER = "# Heading\n![x](https://evil.example/i.png) [c](javascript:ale
 
 def test_hostile_text_from_results_is_inert_in_every_format(tmp_path, capsys):
     """A results folder written to attack: a model named as a spreadsheet formula with
-    Markdown image and HTML inside, a task named with an image, an answer with a heading,
-    an image, a javascript: link, HTML and a bare address. Markdown (rendered by GitHub's
-    cmark-gfm), HTML, CSV and JSON show them as text; setting labels cannot be hostile (a
-    results file whose compensation is not a setting is refused by the loader)."""
+    Markdown image and HTML inside, an answer with a heading, an image, a javascript: link,
+    HTML and a bare address. Markdown (rendered by GitHub's cmark-gfm), HTML, CSV and JSON
+    show them as text; a task named with an image, and setting labels, cannot be hostile (a
+    results file with such a task name, or whose compensation is not a setting, is refused
+    by the loader, with one line)."""
     from handmade_results import write_task_run
 
+    write_task_run(tmp_path / "bad", "m", [1, 0, 1, 1], task=HOSTILE_TASK)
+    rc, _, err = _report(capsys, tmp_path / "bad", "-o", tmp_path / "bad.md")
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "not a task name" in err, err
     root = tmp_path / "out"
-    folder = write_task_run(root, "m", [1, 0, 1, 1], task=HOSTILE_TASK)
+    folder = write_task_run(root, "m", [1, 0, 1, 1], task="evil_task")
     for path in os.listdir(folder):
         full = os.path.join(folder, path)
         if path.startswith("results_"):

@@ -31,7 +31,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    import json
+    from drift_eval import inert
 
     from drift_eval.measure.cramming import Settings, run as cram
 
@@ -53,7 +53,7 @@ def run(args) -> int:
 
     res = cram(model, tok, settings, text=text, progress=progress)
     if args.json:
-        print(json.dumps(res, indent=2))
+        print(inert.json_text(res, indent=2))
         return 0
     lengths = [str(n) for n in settings.lengths]
     print("accessibility (share of strings reconstructed exactly)")

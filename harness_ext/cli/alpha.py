@@ -35,7 +35,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    import json
+    from drift_eval import inert
 
     from drift_eval.metrics.alpha import length_for
     from drift_eval.settings import CompensationConfig
@@ -66,7 +66,7 @@ def run(args) -> int:
                             decompose=args.decompose)
     res["random_init"] = bool(args.random_init)
     if args.json:
-        print(json.dumps(res, indent=2))
+        print(inert.json_text(res, indent=2))
         return 0
     print(f"windows centred at t = {', '.join(f'{w[2]:g}' for w in res['windows'])}; compensation {res['compensation']}")
     for axis, r in res["axes"].items():

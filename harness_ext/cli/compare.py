@@ -21,7 +21,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    import json
+    from drift_eval import inert
 
     from drift_eval.decide.compare import adjust_comparisons, compare_models
     from drift_eval.decide.gate import resolve_baseline
@@ -43,7 +43,7 @@ def run(args) -> int:
         raise DriftUsageError(f"{cand_model} and {base_model} share no setting, task and metric to compare")
     rows = adjust_comparisons(rows)
     if args.format == "json":
-        print(json.dumps([{"setting": c.setting, "task": c.task, "metric": c.metric, "candidate": c.candidate,
+        print(inert.json_text([{"setting": c.setting, "task": c.task, "metric": c.metric, "candidate": c.candidate,
                            "baseline": c.baseline, "candidate_value": c.candidate_value,
                            "baseline_value": c.baseline_value, "difference": c.difference.difference,
                            "lower": c.difference.lower, "upper": c.difference.upper, "p_value": c.difference.p_value,

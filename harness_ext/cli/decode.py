@@ -31,7 +31,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    import json
+    from drift_eval import inert
 
     from drift_eval.measure import decode
     from drift_eval.settings import CompensationConfig
@@ -62,7 +62,7 @@ def run(args) -> int:
         res = decode.run(model, tok, scenes, axes, settings, state, args.batch_size, args.output, label,
                          progress=bar.update, log=log)
     if args.json:
-        print(json.dumps(res["summary"], indent=2))
+        print(inert.json_text(res["summary"], indent=2))
         return 0
     _print_summary(res["summary"])
     return 0

@@ -12,6 +12,8 @@ def add_arguments(p) -> None:
                    "max_regression")
     p.add_argument("--baseline", help="baseline results folder, or a model name in RESULTS (overrides the policy's)")
     p.add_argument("--junit-xml", help="also write the outcome as JUnit XML to this file")
+    p.add_argument("--summary", help="also write a short Markdown summary (verdict, rules, smallest detectable "
+                   "regressions) to this file; without it, one is appended to $GITHUB_STEP_SUMMARY when that is set")
 
 
 def run(args) -> int:
@@ -21,4 +23,5 @@ def run(args) -> int:
         from drift_eval.files import check_output_file
 
         check_output_file(args.junit_xml, "--junit-xml")
-    return run_gate(args.results, args.policy, junit_xml=args.junit_xml, baseline=args.baseline)
+    return run_gate(args.results, args.policy, junit_xml=args.junit_xml, baseline=args.baseline,
+                    summary=args.summary)

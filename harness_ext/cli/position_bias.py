@@ -19,7 +19,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    import json
+    from drift_eval import inert
 
     from drift_eval.files import prose_text
     from drift_eval.measure.position_bias import fixed_length_sequences, profiles
@@ -30,7 +30,7 @@ def run(args) -> int:
     print(f"measuring {args.sequences} sequences of {args.length} tokens...", file=sys.stderr, flush=True)
     res = profiles(model, ids)
     if args.json:
-        print(json.dumps(res, indent=2))
+        print(inert.json_text(res, indent=2))
         return 0
     print("rollout          W/(n-1)  Spearman   W/(n-1) w/o pos 0  Spearman w/o pos 0")
     for name, c in res["comparison"].items():

@@ -35,11 +35,11 @@ def whole(minimum: int, maximum: int | None = None):
 
 
 def positive(text):
-    """An argparse type: a finite number > 0."""
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
+    """An argparse type: a finite number > 0, in ASCII digits (``settings.parse_number``)."""
+    from drift_eval.settings import parse_number
+
+    v = parse_number(text)
+    v = math.nan if v is None else float(v)
     if not (math.isfinite(v) and v > 0):
         raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
     return v

@@ -76,14 +76,15 @@ def check_regression(candidate, baseline, rule: Rule, setting: str | None = None
     return Outcome(label, j.status == "pass", j.message, j.status, facts)
 
 
-def resolve_baseline(output, baseline: str | None, candidate: str | None):
+def resolve_baseline(output, baseline: str | None, candidate: str | None, model_only: bool = False):
     """(baseline results, baseline model, candidate model) for ``baseline``: a folder
-    (holding one model), or a model name in ``output``; (None, None, candidate) without one."""
+    (holding one model), or a model name in ``output`` (``model_only``: only that);
+    (None, None, candidate) without one."""
     from drift_eval.decide.results import load_output
 
     if baseline is None:
         return None, None, candidate
-    if os.path.isdir(baseline):
+    if not model_only and os.path.isdir(baseline):
         base = load_output(baseline)
         return base, base.model(None), output.model(candidate)
     if baseline not in output.models:
@@ -118,26 +119,30 @@ def write_junit(outcomes: list, path: str, suite: str = "drift-eval gate", error
     and the file holds one error case saying why (never a passing file)."""
     import xml.etree.ElementTree as ET
 
+    from drift_eval import inert
     from drift_eval.files import atomic_open
+
+    def text(value) -> str:  # one line, only characters XML 1.0 allows, controls shown escaped
+        return inert.terminal(value, one_line=True)
 
     failures = sum(o.status == "fail" for o in outcomes)
     errors = sum(o.status == "underpowered" for o in outcomes) + bool(error)
     ts = ET.Element("testsuite", name=suite, tests=str(len(outcomes) + bool(error)), failures=str(failures),
                     errors=str(errors))
     for o in outcomes:
-        tc = ET.SubElement(ts, "testcase", classname="drift_gate", name=o.name)
+        tc = ET.SubElement(ts, "testcase", classname="drift_gate", name=text(o.name))
         if o.facts:
             props = ET.SubElement(tc, "properties")
             for k, v in o.facts.items():
-                ET.SubElement(props, "property", name=k, value=f"{v:.6g}" if isinstance(v, float) else str(v))
+                ET.SubElement(props, "property", name=k, value=f"{v:.6g}" if isinstance(v, float) else text(v))
         if o.status == "pass":
-            ET.SubElement(tc, "system-out").text = o.message
+            ET.SubElement(tc, "system-out").text = text(o.message)
         else:
             kind = "failure" if o.status == "fail" else "error"
-            ET.SubElement(tc, kind, message=o.message, type=o.status).text = o.message
+            ET.SubElement(tc, kind, message=text(o.message), type=o.status).text = text(o.message)
     if error:
         tc = ET.SubElement(ts, "testcase", classname="drift_gate", name="unusable input")
-        ET.SubElement(tc, "error", message=error).text = error
+        ET.SubElement(tc, "error", message=text(error)).text = text(error)
     with atomic_open(path, "wb") as fh:
         ET.ElementTree(ts).write(fh, encoding="utf-8", xml_declaration=True)
 
@@ -153,7 +158,7 @@ def gate(output, policy: Policy | str, baseline: str | None = None):
     if not isinstance(policy, Policy):
         policy = load_policy(policy)
     policy = policy.with_baseline(baseline)
-    base, base_model, candidate = resolve_baseline(output, policy.baseline, policy.candidate)
+    base, base_model, candidate = resolve_baseline(output, policy.baseline, policy.candidate, policy.baseline_is_model)
     return evaluate_policy(output, policy, base, base_model, candidate), policy
 
 
@@ -170,13 +175,75 @@ def exit_status(outcomes: list) -> int:
     return 1 if "fail" in statuses else UNDETERMINED if "underpowered" in statuses else 0
 
 
+VERDICT = {0: "PASS", 1: "FAIL", UNDETERMINED: "UNDETERMINED"}
+
+
+def summary_markdown(outcomes: list, results_dir: str, policy: str, baseline: str | None = None,
+                     error: str | None = None) -> str:
+    """The gate's outcome as a short Markdown summary for a CI page (GitHub's job summary):
+    the verdict, one row per rule, and, for each comparison with a baseline, the smallest
+    regression its sample can detect beside the rule's tolerance. Names and messages from
+    the results and the policy are code spans (``inert.markdown``): they cannot add markup,
+    links or lines. ``error``: the gate could not finish (unusable input)."""
+    from drift_eval import inert
+    from drift_eval.metrics.stats import mde_text
+
+    verdict = "UNUSABLE INPUT" if error else VERDICT[exit_status(outcomes)]
+    lines = [f"## drift-eval gate: {verdict}", "",
+             f"Results {inert.markdown(results_dir)}, policy {inert.markdown(policy)}"
+             + (f", baseline {inert.markdown(baseline)}" if baseline else "") + ".", ""]
+    if error:
+        return "\n".join(lines + [f"The gate could not finish: {inert.markdown(error)} (exit 2).", ""])
+    counts = {k: sum(o.status == k for o in outcomes) for k in LABEL}
+    lines += [f"{counts['pass']} passed, {counts['fail']} failed, {counts['underpowered']} underpowered.", "",
+              "| outcome | rule | detail | smallest detectable regression | tolerance |", "|---|---|---|---|---|"]
+    for o in outcomes:
+        facts = o.facts or {}
+        mde, tol = facts.get("mde"), facts.get("max_regression")
+        detectable = mde_text(mde) if isinstance(mde, float) else "—"
+        tolerance = f"{tol:g}" if isinstance(tol, (int, float)) else "—"
+        lines.append(f"| {LABEL[o.status]} | {inert.markdown(o.name, cell=True)} | "
+                     f"{inert.markdown(o.message, cell=True)} | {detectable} | {tolerance} |")
+    return "\n".join(lines + [""])
+
+
+def summary_target(summary: str | None) -> tuple[str | None, bool]:
+    """(the file the summary goes to, whether it is appended to): ``--summary FILE``
+    (replaced), else the file GitHub Actions names in ``GITHUB_STEP_SUMMARY`` (appended to,
+    as GitHub expects), else none. Checked before any work: a path that cannot take the
+    summary is one ``DriftUsageError`` line."""
+    from drift_eval.files import check_output_file
+
+    if summary:
+        return check_output_file(summary, "--summary"), False
+    step = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step is None or step == "":
+        return None, False
+    if "\x00" in step:
+        raise DriftUsageError("GITHUB_STEP_SUMMARY holds a NUL character: not a path")
+    return check_output_file(step, "GITHUB_STEP_SUMMARY"), True
+
+
+def write_summary(text: str, path: str, append: bool) -> None:
+    from drift_eval.files import atomic_open
+
+    if append:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        with atomic_open(path) as fh:
+            fh.write(text)
+
+
 def run_gate(results_dir: str, policy: str, junit_xml: str | None = None, log=print,
-             baseline: str | None = None) -> int:
+             baseline: str | None = None, summary: str | None = None) -> int:
     """The policy file ``policy`` on ``results_dir``: exit status 0 (every rule passes), 1
     (a rule fails) or 3 (no rule fails, one is underpowered: undetermined); unusable input raises
-    ``DriftUsageError`` after replacing ``junit_xml`` with an error case."""
+    ``DriftUsageError`` after replacing ``junit_xml`` with an error case. The Markdown summary
+    (``summary_markdown``) goes to ``summary`` or to ``$GITHUB_STEP_SUMMARY`` (``summary_target``)."""
     from drift_eval.decide.results import load_output
 
+    summary_path, append = summary_target(summary)
     if junit_xml:
         write_junit([], junit_xml, error="the gate has not finished")  # the path is writable, and no old pass stays
     try:
@@ -185,12 +252,18 @@ def run_gate(results_dir: str, policy: str, junit_xml: str | None = None, log=pr
     except DriftUsageError as exc:
         if junit_xml:
             write_junit([], junit_xml, error=exc.message)
+        if summary_path:
+            write_summary(summary_markdown([], results_dir, policy, baseline, error=exc.message), summary_path, append)
         raise
-    for o in outcomes:
-        log(f"{LABEL[o.status]}  {o.name}: {o.message}")
+    from drift_eval import inert
+
+    for o in outcomes:  # one line each, whatever a name from the results holds
+        log(f"{LABEL[o.status]}  {inert.terminal(o.name, one_line=True)}: {inert.terminal(o.message, one_line=True)}")
     counts = {k: sum(o.status == k for o in outcomes) for k in LABEL}
     log(f"{counts['pass']} passed, {counts['fail']} failed"
         + (f", {counts['underpowered']} underpowered" if counts["underpowered"] else ""))
     if junit_xml:
         write_junit(outcomes, junit_xml)
+    if summary_path:
+        write_summary(summary_markdown(outcomes, results_dir, policy, baseline), summary_path, append)
     return exit_status(outcomes)

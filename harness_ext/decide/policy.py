@@ -75,11 +75,12 @@ class Policy:
     baseline: str | None = None          # a results folder (resolved against the policy file's) or a model name
     candidate: str | None = None
     underpowered: str = "fail"           # one of UNDERPOWERED
+    baseline_is_model: bool = False      # the policy's baseline names a model of the results, never a folder
 
     def with_baseline(self, baseline: str | None) -> "Policy":
         """This policy judged against ``baseline`` (``--baseline``: it overrides the
         policy's) or its own; a ``max_regression`` rule without either is unusable."""
-        policy = dataclasses.replace(self, baseline=baseline) if baseline else self
+        policy = dataclasses.replace(self, baseline=baseline, baseline_is_model=False) if baseline else self
         if policy.baseline is None:
             for r in policy.rules:
                 if r.against_baseline:
@@ -164,11 +165,19 @@ def policy_from(doc, path: str | None = None) -> Policy:
         raise DriftUsageError(f"{at}'underpowered' must be fail or warn, got {underpowered!r}")
     checked = tuple(rule_from(r if isinstance(r, dict) else {}, f"{path}: rule {i}" if path else None)
                     for i, r in enumerate(rules, 1))
-    baseline = doc.get("baseline")
+    baseline, is_model = doc.get("baseline"), False
     if baseline is not None and path is not None and not os.path.isabs(baseline):
-        folder = os.path.join(os.path.dirname(os.path.abspath(path)), baseline)
-        baseline = folder if os.path.isdir(folder) else baseline
-    return Policy(checked, baseline, doc.get("candidate"), underpowered)
+        # a relative baseline is a folder beside the policy file, or else a model name: never a
+        # folder of whatever working folder the gate runs in
+        folder = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), baseline))
+        if os.path.isdir(folder):
+            baseline = folder
+        elif "/" in baseline or os.sep in baseline or baseline.startswith("."):
+            raise DriftUsageError(f"{at}baseline {baseline!r} is not a folder: {folder} does not exist "
+                                  f"(a relative baseline is found beside the policy file)")
+        else:
+            is_model = True
+    return Policy(checked, baseline, doc.get("candidate"), underpowered, is_model)
 
 
 def load_policy(path: str) -> Policy:

@@ -302,6 +302,22 @@ class RunFile:
     sample_files: list = field(default_factory=list)
 
 
+#: a task or group name as lm-eval's own tasks write them (all of them match): it is part of
+#: a samples file's name, so it never holds a path separator, a space or a leading dot
+TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+
+
+def _check_names(res: dict, path: str) -> None:
+    """Every task and group name of a results file matches ``TASK_NAME``; a name that does
+    not (``../x``, a control character...) is damage, reported before the name is used."""
+    names = [n for section in ("results", "groups", "n-samples", "group_subtasks", "configs", "versions")
+             if isinstance(res.get(section), dict) for n in res[section]]
+    names += [t for subs in (res.get("group_subtasks") or {}).values() for t in subs]
+    for name in names:
+        if not isinstance(name, str) or not TASK_NAME.fullmatch(name) or ".." in name:
+            raise _damaged(path, f"holds the task name {name!r}, not a task name (letters, digits, '_', '.', '-')")
+
+
 def _check_shape(res: dict, path: str) -> None:
     """The parts of lm-eval's results JSON that the loader relies on, with the right types."""
     if not isinstance(res.get("results"), dict) or not isinstance(res.get("config"), dict):
@@ -324,6 +340,7 @@ def _check_shape(res: dict, path: str) -> None:
     model_args = res["config"].get("model_args")
     if model_args is not None and not isinstance(model_args, (dict, str)):
         raise _damaged(path, f"config.model_args is a JSON {_kind(model_args)}, not an object")
+    _check_names(res, path)
 
 
 def _check_samples(samples: list, path: str, task: str, n_samples: dict, metrics: list) -> None:
@@ -342,6 +359,8 @@ def _check_samples(samples: list, path: str, task: str, n_samples: dict, metrics
         seen.add(doc)
         for m in metrics:
             if m in s and s[m] is not None:  # null: the value is not defined for this sample
+                if is_number(s[m]) and not is_finite(s[m]):
+                    raise _damaged(path, f"line {i} has '{m}' {s[m]!r}, not a finite number")
                 kind = _kind(s[m])
                 first = kinds.setdefault(m, (kind, i))
                 if first[0] != kind:
@@ -359,6 +378,18 @@ def _check_samples(samples: list, path: str, task: str, n_samples: dict, metrics
         raise _damaged(path, f"no sample lines, but the results file counts {effective}")
 
 
+def _check_shares(tr: TaskResult, path: str) -> None:
+    """A metric whose every logged sample is 0 or 1 is a share: its value in the results file
+    lies in [0, 1] (a value outside cannot be its samples' mean, whatever its interval says)."""
+    for metric, v in tr.values.items():
+        if not is_number(v) or 0 <= v <= 1:
+            continue
+        logged = [s[metric] for s in tr.samples if is_number(s.get(metric))]
+        if logged and all(x in (0, 1) for x in logged):
+            raise _damaged(path, f"results['{tr.name}']['{metric},none'] is {v!r}: a share of 0/1 samples "
+                                 f"lies in [0, 1]")
+
+
 def _task_results(res: dict, path: str, date: str) -> tuple[dict, list]:
     out, sample_files = {}, []
     folder = os.path.dirname(path)
@@ -373,8 +404,10 @@ def _task_results(res: dict, path: str, date: str) -> tuple[dict, list]:
                 if not sep or filt != "none":
                     continue
                 if metric.endswith("_stderr"):
-                    stderrs[metric[: -len("_stderr")]] = _float(v)
+                    stderrs[metric[: -len("_stderr")]] = _float(v) if is_finite(v) else None  # none to give
                 else:
+                    if is_number(v) and not is_finite(v):
+                        raise _damaged(path, f"{section}['{name}']['{key}'] is {v!r}, not a finite number")
                     values[metric] = v
             for metric in values:  # fitted metrics (drift_alpha) report their bootstrap error as <metric>_se
                 if stderrs.get(metric) is None and is_number(values.get(f"{metric}_se")):
@@ -390,16 +423,19 @@ def _task_results(res: dict, path: str, date: str) -> tuple[dict, list]:
                 continue
             out[name] = tr
     missing = []
+    listed = set(os.listdir(folder))  # samples files are found in the folder's listing, by name
     for name, tr in out.items():
         if tr.is_group:
             continue
-        spath = os.path.join(folder, f"samples_{name}_{date}.jsonl")
-        if not os.path.lexists(spath):
+        fname = f"samples_{name}_{date}.jsonl"
+        spath = os.path.join(folder, fname)
+        if fname not in listed:
             missing.append(spath)
             continue
         samples = read_jsonl(spath, "samples file", remedy=REMEDY, line_ends=True)
         _check_samples(samples, spath, name, n_samples, list(tr.values))
         tr.samples = [s for s in samples if s.get("filter", "none") == "none"]
+        _check_shares(tr, path)
         sample_files.append(spath)
     configs = res.get("configs") if isinstance(res.get("configs"), dict) else {}
     versions = res.get("versions") if isinstance(res.get("versions"), dict) else {}
