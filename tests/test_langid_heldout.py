@@ -6,11 +6,12 @@ target language, the 95% Wilson lower bound of both the precision and the recall
 kept" is at least 0.93. The sets hold for the rule they were drawn for: a changed rule fails
 here until it has a fresh draw.
 
-Rule 2.0 meets the precision bar in every language, and the recall bar only in Turkish and
-Japanese: it keeps pieces that readers call loops (templated list items and table rows,
-a paragraph said twice), docs/metrics.md, "Held out per language". Those languages' recall
-tests are strict expected failures: one that starts to pass fails here, so that the docs
-and this list are brought up to date."""
+Rule 2.1 meets both bars in 9 of the 14 languages (docs/metrics.md, "Held out per
+language (rule 2.1)"). The others are strict expected failures, so that one that starts to
+pass fails here and the docs and these lists are brought up to date: its recall in de, ru,
+pt and fr (it keeps pieces readers call loops or left), its precision in zh, and Hindi's
+share of real answers (neither model kept Hindi in the fresh runs, so its kept items are
+all written segments)."""
 import os
 import sys
 
@@ -22,8 +23,16 @@ from drift_eval.metrics.languages import TARGETS
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 import heldout_draw  # noqa: E402
 
-# rule 2.0's recall of "not kept" is under the bar on these languages' held-out sets
-RECALL_UNDER_BAR = {"fr", "de", "es", "pt", "it", "id", "vi", "zh", "ko", "ar", "hi", "ru"}
+# rule 2.1's recall and precision of "not kept" under the bar on these languages' held-out sets
+RECALL_UNDER_BAR = {"fr", "de", "pt", "ru"}
+PRECISION_UNDER_BAR = {"zh"}
+# sets with less than half real answers
+FEW_REAL = {"hi"}
+
+
+def _expected_failure(langs: set, reason: str) -> list:
+    return [pytest.param(lang, marks=pytest.mark.xfail(strict=True, reason=reason)) if lang in langs else lang
+            for lang in TARGETS]
 
 
 @pytest.fixture(scope="module")
@@ -53,27 +62,29 @@ def test_every_set_is_what_the_seeded_script_draws():
 
 
 @pytest.mark.parametrize("lang", TARGETS)
-def test_each_set_is_labelled_large_enough_and_mostly_real_answers(lang, results):
+def test_each_set_is_labelled_large_enough_from_both_models(lang, results):
     items, manifest = heldout_draw.read_set(lang)
     assert all(i["label"] in heldout_draw.LABELS for i in items), "every item is labelled by reading"
     assert sorted(i["id"] for i in items) == sorted(manifest["languages"][lang]["items"])
     result = results[lang]
     for label, least in heldout_draw.MIN_COUNTS.items():
         assert result["labels"][label] >= least, (lang, label, result["labels"])
-    assert result["real"] >= 0.5, (lang, result["real"])
     real = [i["source"] for i in items if i["unit"] in ("segment", "reply")]
     assert {s.split("_")[0] for s in real} == {"smollm2", "qwen"}, "both bundled models' answers"
     assert {i["unit"] for i in items} >= {"segment", "reply"}, "single-turn segments and eight-turn replies"
 
 
-@pytest.mark.parametrize("lang", TARGETS)
+@pytest.mark.parametrize("lang", _expected_failure(FEW_REAL, "neither model kept Hindi: its kept items are written"))
+def test_at_least_half_of_each_set_is_real_model_answers(lang, results):
+    assert results[lang]["real"] >= 0.5, (lang, results[lang]["real"])
+
+
+@pytest.mark.parametrize("lang", _expected_failure(PRECISION_UNDER_BAR, "rule 2.1 calls some kept pieces loops"))
 def test_what_the_rule_calls_not_kept_is_not_kept(lang, results):
     assert results[lang]["precision_lower"] >= heldout_draw.BOUND, (lang, results[lang])
 
 
-@pytest.mark.parametrize("lang", [
-    pytest.param(lang, marks=pytest.mark.xfail(strict=True, reason="rule 2.0 keeps pieces readers call loops"))
-    if lang in RECALL_UNDER_BAR else lang for lang in TARGETS])
+@pytest.mark.parametrize("lang", _expected_failure(RECALL_UNDER_BAR, "rule 2.1 keeps pieces readers call not kept"))
 def test_what_readers_call_not_kept_the_rule_does_not_keep(lang, results):
     assert results[lang]["recall_lower"] >= heldout_draw.BOUND, (lang, results[lang])
 
