@@ -304,6 +304,15 @@ def _answers(run: str, lang: str, runs: str = RUNS) -> dict:
     return out
 
 
+def answer_of(where: dict, lang: str, answers: dict, runs: str = RUNS) -> str:
+    """The whole answer a real item lies in (``where``: its run and document, in ``runs``),
+    read once per run into ``answers``."""
+    key = (runs, where["run"], lang)
+    if key not in answers:
+        answers[key] = _answers(where["run"], lang, runs)
+    return answers[key][where["doc"]]
+
+
 def not_kept(item: dict, where: dict | None, lang: str, answers: dict, runs: str = RUNS) -> bool:
     """The rule's call on a held-out item, scored as the task scores it: a segment with its
     whole answer in view, a reply alone, a written, synthetic or transplanted text alone; True
@@ -314,10 +323,7 @@ def not_kept(item: dict, where: dict | None, lang: str, answers: dict, runs: str
     if where is None:
         label = langid.label_segments([item["text"]], lang)[0]
     else:
-        key = (runs, where["run"], lang)
-        if key not in answers:
-            answers[key] = _answers(where["run"], lang, runs)
-        answer = answers[key][where["doc"]]
+        answer = answer_of(where, lang, answers, runs)
         if "turn" in where:
             reply = assistant_replies(answer)[where["turn"] - 1]
             assert reply == item["text"], item["id"]
@@ -334,26 +340,31 @@ def score(lang: str, answers: dict | None = None, tuning: bool = False) -> dict:
     """Precision and recall of "not kept" on ``lang``'s labelled set (the held-out one, or
     with ``tuning`` the tuning one), with their Wilson 95% lower bounds, the counts by label
     and origin, and the items the rule gets wrong."""
-    from drift_eval.metrics import stats
-
     items, manifest = read_set(lang, TUNING_SETS if tuning else SETS)
     strata = manifest["languages"][lang]["items"]
     answers = {} if answers is None else answers
     truth = [i["label"] != "kept" for i in items]
     called = [not_kept(i, strata[i["id"]]["where"], lang, answers, TUNING_RUNS if tuning else RUNS) for i in items]
-    tp = sum(t and c for t, c in zip(truth, called))
-    fp = sum(c and not t for t, c in zip(truth, called))
-    fn = sum(t and not c for t, c in zip(truth, called))
     origins = [strata[i["id"]]["origin"] for i in items]
     return {"n": len(items), "labels": {k: sum(i["label"] == k for i in items) for k in LABELS},
-            "real": sum(o in ("real", "transplant") for o in origins) / len(items),
-            "precision": tp / (tp + fp) if tp + fp else float("nan"), "recall": tp / (tp + fn) if tp + fn else float("nan"),
-            "precision_lower": stats.wilson_interval(tp, tp + fp)[0], "recall_lower": stats.wilson_interval(tp, tp + fn)[0],
+            "real": sum(o in ("real", "transplant") for o in origins) / len(items), **agreement(truth, called),
             "wrong": [i["id"] for i, t, c in zip(items, truth, called) if t != c]}
 
 
+def agreement(truth: list, called: list) -> dict:
+    """How far ``called`` finds the "not kept" items of ``truth`` (True: not kept): precision
+    and recall with their Wilson 95% lower bounds, and the false alarms and misses."""
+    from drift_eval.metrics import stats
+
+    tp = sum(t and c for t, c in zip(truth, called))
+    fp = sum(c and not t for t, c in zip(truth, called))
+    fn = sum(t and not c for t, c in zip(truth, called))
+    return {"precision": tp / (tp + fp) if tp + fp else float("nan"), "recall": tp / (tp + fn) if tp + fn else float("nan"),
+            "precision_lower": stats.wilson_interval(tp, tp + fp)[0], "recall_lower": stats.wilson_interval(tp, tp + fn)[0],
+            "fp": fp, "fn": fn}
+
+
 METRICS_DOC = os.path.join(ROOT, "docs", "metrics.md")
-_TABLE = re.compile(r"(<!-- table: langid_heldout -->\n)(.*?)(<!-- end table -->)", re.S)
 
 
 def table(results: dict) -> str:
@@ -370,11 +381,25 @@ def table(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def documented() -> str | None:
-    """The table as docs/metrics.md holds it (None without its markers)."""
+def documented(name: str = "langid_heldout") -> str | None:
+    """The table ``name`` as docs/metrics.md holds it between the markers the published
+    tables use (``results_tables.MARK``); None without them."""
+    from results_tables import MARK
+
     with open(METRICS_DOC, encoding="utf-8") as fh:
-        m = _TABLE.search(fh.read())
-    return m.group(2) if m else None
+        return next((m.group("body") for m in MARK.finditer(fh.read()) if m.group("name") == name), None)
+
+
+def write_documented(name: str, body: str) -> None:
+    """docs/metrics.md with the table ``name`` replaced by ``body``."""
+    from results_tables import MARK
+
+    from drift_eval.files import write_text_atomic
+
+    with open(METRICS_DOC, encoding="utf-8") as fh:
+        doc = fh.read()
+    write_text_atomic(METRICS_DOC, MARK.sub(lambda m: m.group(1) + body + m.group(4)
+                                            if m.group("name") == name else m.group(0), doc))
 
 
 def _write_set(lang: str, items: list[dict]) -> None:
@@ -412,9 +437,7 @@ def main(argv: list[str]) -> int:
         results = {lang: score(lang, answers) for lang in TARGETS}
         write_text_atomic(os.path.join(ROOT, "benchmarks", "results", "langid_heldout.json"),
                           json.dumps(results, indent=1, sort_keys=True) + "\n")
-        with open(METRICS_DOC, encoding="utf-8") as fh:
-            doc = fh.read()
-        write_text_atomic(METRICS_DOC, _TABLE.sub(lambda m: m.group(1) + table(results) + m.group(3), doc))
+        write_documented("langid_heldout", table(results))
         print(table(results))
         return 0
     if argv[:1] in (["topup"], ["replies"]):

@@ -35,10 +35,7 @@ def pieces(item: dict, where: dict | None, lang: str, answers: dict) -> tuple[li
 
     if where is None:
         return [item["text"]], 0
-    key = (H.TUNING_RUNS, where["run"], lang)
-    if key not in answers:
-        answers[key] = H._answers(where["run"], lang, H.TUNING_RUNS)
-    answer = answers[key][where["doc"]]
+    answer = H.answer_of(where, lang, answers, H.TUNING_RUNS)
     if "turn" in where:
         return [assistant_replies(answer)[where["turn"] - 1]], 0
     spans = langid.segment_spans(answer, drift.SEGMENT_TOKENS, whole_tail=True)
@@ -106,7 +103,6 @@ def score(tuning: dict | None = None) -> dict:
     the items read once), and the rule against the labels both readers give. ``tuning``:
     ``heldout_draw.score(tuning=True)`` of every language, where it is at hand (the rule's
     calls follow from its ``wrong`` items)."""
-    from drift_eval.metrics import stats
     from drift_eval.metrics.languages import TARGETS
 
     second, answers, out = read(), {}, {}
@@ -120,11 +116,7 @@ def score(tuning: dict | None = None) -> dict:
         twice = [k for k, i in enumerate(items) if i["id"] in by_first]
 
         def bounds(truth, called):
-            tp = sum(t and c for t, c in zip(truth, called))
-            fp = sum(c and not t for t, c in zip(truth, called))
-            fn = sum(t and not c for t, c in zip(truth, called))
-            return {"precision_lower": stats.wilson_interval(tp, tp + fp)[0],
-                    "recall_lower": stats.wilson_interval(tp, tp + fn)[0], "fp": fp, "fn": fn}
+            return {k: v for k, v in H.agreement(truth, called).items() if k not in ("precision", "recall")}
 
         both_not_kept = [k for k in twice if first[k] and other[k]]
         out[lang] = {"read_twice": len(twice),
@@ -136,7 +128,7 @@ def score(tuning: dict | None = None) -> dict:
     return out
 
 
-TABLE_KEY = "langid_second_reading"
+TABLE = "langid_second_reading"  # its name among docs/metrics.md's tables
 
 
 def table(results: dict) -> str:
@@ -153,8 +145,6 @@ def table(results: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
-    import re
-
     from drift_eval.files import read_jsonl, write_text_atomic
 
     if argv[:1] == ["prepare"] and len(argv) == 2:
@@ -182,10 +172,7 @@ def main(argv: list[str]) -> int:
     if argv == ["score"]:
         results = score()
         write_text_atomic(RESULTS, json.dumps(results, indent=1, sort_keys=True) + "\n")
-        pattern = re.compile(rf"(<!-- table: {TABLE_KEY} -->\n)(.*?)(<!-- end table -->)", re.S)
-        with open(H.METRICS_DOC, encoding="utf-8") as fh:
-            doc = fh.read()
-        write_text_atomic(H.METRICS_DOC, pattern.sub(lambda m: m.group(1) + table(results) + m.group(3), doc))
+        H.write_documented(TABLE, table(results))
         print(table(results))
         return 0
     print(__doc__.split("\n\n")[1], file=sys.stderr)

@@ -49,10 +49,17 @@ def installed_folder() -> str | None:
     return next((d for d in site.getsitepackages() if os.path.isfile(os.path.join(d, PTH))), None)
 
 
+def _user_env(*also: str) -> dict:
+    """This environment as a user's program starts with it: without import-time profiling,
+    with byte-code caches written and read, and without ``also``."""
+    drop = ("PYTHONPROFILEIMPORTTIME", "PYTHONDONTWRITEBYTECODE", *also)
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
 def one_start(folder: str) -> dict:
     """Milliseconds of the hook's start-up line (the ``.pth`` in ``folder``), and of the
     editable finder's import, in fresh interpreters."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPROFILEIMPORTTIME", "PYTHONDONTWRITEBYTECODE")}
+    env = _user_env()
     r = subprocess.run([sys.executable, "-S", "-c", TIME_THE_LINE, folder, PTH], capture_output=True, text=True,
                        env=env, timeout=60)
     out = {"hook": float(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip() else None,
@@ -77,8 +84,7 @@ def against_bare(rounds: int) -> dict:
     """Whole interpreter starts of this environment and of a bare virtual environment made
     from the same base Python, alternating which goes first; the median of the per-round
     differences, and each side's median."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPROFILEIMPORTTIME", "PYTHONDONTWRITEBYTECODE",
-                                                          "PYTHONPATH", "PYTHONSTARTUP")}
+    env = _user_env("PYTHONPATH", "PYTHONSTARTUP")
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", tmp], check=True, timeout=120)
         bare = os.path.join(tmp, "bin", "python")

@@ -92,4 +92,3 @@ def test_what_readers_call_not_kept_the_rule_does_not_keep(lang, results):
 def test_docs_give_each_languages_figures_as_scored(results):
     assert heldout_draw.documented() == heldout_draw.table(results), (
         "docs/metrics.md's held-out table differs from the sets: run python benchmarks/heldout_draw.py score")
-

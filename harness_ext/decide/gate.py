@@ -178,6 +178,11 @@ def exit_status(outcomes: list) -> int:
 VERDICT = {0: "PASS", 1: "FAIL", UNDETERMINED: "UNDETERMINED"}
 
 
+def status_counts(outcomes: list) -> dict:
+    """``{status: how many outcomes have it}`` for every status of ``LABEL``."""
+    return {k: sum(o.status == k for o in outcomes) for k in LABEL}
+
+
 def summary_markdown(outcomes: list, results_dir: str, policy: str, baseline: str | None = None,
                      error: str | None = None) -> str:
     """The gate's outcome as a short Markdown summary for a CI page (GitHub's job summary):
@@ -194,7 +199,7 @@ def summary_markdown(outcomes: list, results_dir: str, policy: str, baseline: st
              + (f", baseline {inert.markdown(baseline)}" if baseline else "") + ".", ""]
     if error:
         return "\n".join(lines + [f"The gate could not finish: {inert.markdown(error)} (exit 2).", ""])
-    counts = {k: sum(o.status == k for o in outcomes) for k in LABEL}
+    counts = status_counts(outcomes)
     lines += [f"{counts['pass']} passed, {counts['fail']} failed, {counts['underpowered']} underpowered.", "",
               "| outcome | rule | detail | smallest detectable regression | tolerance |", "|---|---|---|---|---|"]
     for o in outcomes:
@@ -259,7 +264,7 @@ def run_gate(results_dir: str, policy: str, junit_xml: str | None = None, log=pr
 
     for o in outcomes:  # one line each, whatever a name from the results holds
         log(f"{LABEL[o.status]}  {inert.terminal(o.name, one_line=True)}: {inert.terminal(o.message, one_line=True)}")
-    counts = {k: sum(o.status == k for o in outcomes) for k in LABEL}
+    counts = status_counts(outcomes)
     log(f"{counts['pass']} passed, {counts['fail']} failed"
         + (f", {counts['underpowered']} underpowered" if counts["underpowered"] else ""))
     if junit_xml:
