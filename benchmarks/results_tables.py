@@ -201,31 +201,107 @@ def languages_pairs(root: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def languages_change(root: str) -> str:
-    """Each language run before task 2.0 (``before_2.0.json``: its results at 1.1, the
-    eight-turn ones at 1.0) and now: what moved, and by which cause."""
+#: the folders of docs/results whose runs the rule of "kept" scores, and the metrics of them
+#: that ``figures`` keeps (those a task has)
+SCORED_FOLDERS = ("smollm2_drift_french", "smollm2_multiturn_reinject", "smollm2_multiturn_conflict",
+                  "smollm2_multiturn_fixed", "qwen_single_v3", "qwen_multiturn_v3")
+HEADLINE_METRICS = ("fully_french", "fully_target", "time_in_french", "time_in_target", "not_kept_left",
+                    "not_kept_degenerate", "not_kept_unreadable", "last3_french", "last3_target", "all_turns_french",
+                    "all_turns_target", "french_after_request", "french_last_turn")
+BEFORE = os.path.join("docs", "results", "before_2.1.json")
+
+
+def figures(root: str) -> dict:
+    """``{folder: {setting: {task: {"version": v, metric: value}}}}``: the headline metrics
+    (``HEADLINE_METRICS``) of every published run that the rule of "kept" scores, rounded to
+    four places; ``before_2.1.json`` holds them as they were under rule 2.0."""
+    res = _results(root)
+    folders = list(SCORED_FOLDERS) + [os.path.join("languages", f"{m}_{k}", lang) for m in ("smollm2", "qwen")
+                                      for k in ("single", "multiturn") for lang in LANGUAGE_ORDER]
+    out: dict = {}
+    for folder in folders:
+        if not os.path.isdir(os.path.join(res, folder)):
+            continue
+        output = _load(res, folder)
+        for (_, setting), run in sorted(output.runs.items()):
+            for task, tr in sorted(run.tasks.items()):
+                if tr.is_group:
+                    continue
+                kept = {m: round(float(tr.values[m]), 4) for m in HEADLINE_METRICS if m in tr.values}
+                if kept:
+                    out.setdefault(folder.replace(os.sep, "/"), {}).setdefault(setting, {})[task] = {
+                        "version": tr.version, **kept}
+    return out
+
+
+def _before(root: str) -> dict:
     import json
 
     from drift_eval.files import read_text
 
-    before = json.loads(read_text(os.path.join(_results(root), "languages", "before_2.0.json"), "figures file"))["runs"]
-    runs = _language_runs(root)
-    lines = ["| model | language | fully in L at 1.1 (undetermined left out) | undetermined at 1.1 | fully kept at 2.0 | "
-             "not kept at 2.0: left / degenerate / unreadable | all 8 turns in L: 1.0 → 2.0 |",
-             "|---|---|---|---|---|---|---|"]
+    return json.loads(read_text(os.path.join(root, BEFORE), "figures file"))["runs"]
+
+
+def _moved(old, new) -> str:
+    """``0.33 → 0.25``, or the one figure when it did not move."""
+    return short(new) if old is None or short(old) == short(new) else f"{short(old)} → {short(new)}"
+
+
+def french_change(root: str) -> str:
+    """Each published drift_french run under rule 2.0 (``before_2.1.json``) and now: the
+    headline, and what is degenerate."""
+    before, now = _before(root), figures(root)
+    heads = {"drift_french_single": "fully_french", "drift_french_multiturn": "last3_french",
+             "drift_french_multiturn_reinject": "all_turns_french",
+             "drift_french_multiturn_conflict": "french_after_request",
+             "drift_french_multiturn_fixed": "french_last_turn"}
+    lines = ["| run | setting | task | headline | 4.0 → 4.1 (conflict 3.0 → 3.1) | not kept as degenerate |",
+             "|---|---|---|---|---|---|"]
+    for folder in SCORED_FOLDERS:
+        for setting, tasks in (now.get(folder) or {}).items():
+            for task, new in tasks.items():
+                old = ((before.get(folder) or {}).get(setting) or {}).get(task) or {}
+                head = heads.get(task)
+                if head is None or head not in new:
+                    continue
+                lines.append(f"| `{folder}` | `{setting}` | {task} | {head} | {_moved(old.get(head), new[head])} | "
+                             + (_moved(old.get('not_kept_degenerate'), new['not_kept_degenerate'])
+                                if 'not_kept_degenerate' in new else "—") + " |")
+    return "\n".join(lines) + "\n"
+
+
+def languages_change(root: str) -> str:
+    """Each language run before task 2.0 (``before_2.0.json``: its results at 1.1, the
+    eight-turn ones at 1.0), at 2.0 (``before_2.1.json``: segment rule 2.0) and now: what
+    moved, and by which cause."""
+    import json
+
+    from drift_eval.files import read_text
+
+    first = json.loads(read_text(os.path.join(_results(root), "languages", "before_2.0.json"), "figures file"))["runs"]
+    second, now = _before(root), figures(root)
+    lines = ["| model | language | fully in L at 1.1 (undetermined left out) | fully kept: 2.0 → 2.1 | "
+             "not kept at 2.1: left / degenerate / unreadable | degenerate: 2.0 → 2.1 | "
+             "all 8 turns in L: 1.0 → 2.0 → 2.1 |", "|---|---|---|---|---|---|---|"]
     for key, model in (("smollm2", SMOLLM2), ("qwen", QWEN)):
         for lang in LANGUAGE_ORDER:
-            single = runs.get((model, "single", lang))
-            old = ((before.get(key) or {}).get("single") or {}).get(lang)
-            if single is None or old is None:
+            t, m = f"drift_{lang}_single", f"drift_{lang}_multiturn"
+            new = (now.get(f"languages/{key}_single/{lang}") or {}).get("none", {}).get(t)
+            old = (second.get(f"languages/{key}_single/{lang}") or {}).get("none", {}).get(t) or {}
+            oldest = ((first.get(key) or {}).get("single") or {}).get(lang)
+            if new is None or oldest is None:
                 continue
-            t = f"drift_{lang}_single"
-            multi, old_m = runs.get((model, "multiturn", lang)), ((before.get(key) or {}).get("multiturn") or {}).get(lang)
-            turns = (f"{short(old_m['all_turns_target'])} → "
-                     f"{short(multi.metric(f'drift_{lang}_multiturn', 'all_turns_target').value)}"
-                     if multi is not None and old_m else "—")
-            lines.append(f"| {model} | {lang} | {short(old['fully_target'])} | {short(old['undetermined_share'])} | "
-                         f"{short(single.metric(t, 'fully_target').value)} | {_causes(single, t)} | {turns} |")
+            turns = "—"
+            new_m = (now.get(f"languages/{key}_multiturn/{lang}") or {}).get("none", {}).get(m)
+            oldest_m = ((first.get(key) or {}).get("multiturn") or {}).get(lang)
+            if new_m is not None and oldest_m:
+                old_m = (second.get(f"languages/{key}_multiturn/{lang}") or {}).get("none", {}).get(m) or {}
+                turns = (f"{short(oldest_m['all_turns_target'])} → {short(old_m.get('all_turns_target'))} → "
+                         f"{short(new_m['all_turns_target'])}")
+            causes = " / ".join(short(new[f"not_kept_{c}"]) for c in ("left", "degenerate", "unreadable"))
+            lines.append(f"| {model} | {lang} | {short(oldest['fully_target'])} | "
+                         f"{_moved(old.get('fully_target'), new['fully_target'])} | {causes} | "
+                         f"{_moved(old.get('not_kept_degenerate'), new['not_kept_degenerate'])} | {turns} |")
     return "\n".join(lines) + "\n"
 
 
@@ -258,7 +334,8 @@ def languages_by_kind(root: str) -> str:
 
 TABLES = {"drift_french": drift_french, "controls": controls, "languages_headline": languages_readme_headline,
           "languages_runs": languages_runs, "languages_pairs": languages_pairs,
-          "languages_change": languages_change, "languages_by_kind": languages_by_kind}
+          "languages_change": languages_change, "languages_by_kind": languages_by_kind,
+          "french_change": french_change}
 FILES = ("README.md", os.path.join("docs", "results", "README.md"),
          os.path.join("docs", "results", "languages", "README.md"))
 
