@@ -296,11 +296,13 @@ def time_kept(entries: list[str], lang: str = "fr", sizes: list[int] | None = No
     not, in the parts' own sizes (``sizes``: metric tokens per segment; default: one per
     turn); 1 when every part is kept, 0 for none. Every answer is measured to its own end,
     so a dense script or a loop that holds fewer words per model token does not end the
-    count early (docs/metrics.md, "Time in the language"). Code does not end it; an answer
-    of code only has no time in the language."""
+    count early (docs/metrics.md, "Time in the language"). Code does not end it, nor is it
+    time in the language by itself: an answer of code only, or whose first part that is not
+    code is not kept, has none."""
     sizes = sizes or [1] * len(entries)
     total = sum(sizes)
-    if not total or not _prose(entries):
+    prose = _prose(entries)
+    if not total or not prose or prose[0] != lang:
         return 0.0
     first = first_foreign(entries, lang)
     return 1.0 if first is None else sum(sizes[:first]) / total

@@ -80,6 +80,9 @@ def test_time_in_the_language_is_measured_in_each_answers_own_length():
     assert drift.time_kept([langid.DEGENERATE, "ru"], "ru", [128, 128]) == 0.0
     assert drift.time_kept(["ru", langid.CODE, "ru"], "ru", [128, 128, 128]) == 1.0  # code does not end it
     assert drift.time_kept([langid.CODE], "ru", [128]) == 0.0  # nor is it time in the language
+    assert drift.time_kept([langid.CODE, langid.DEGENERATE], "ru", [128, 82]) == 0.0  # code, then a loop of code
+    assert drift.time_kept([langid.CODE, "en", "ru"], "ru", [128, 128, 128]) == 0.0
+    assert drift.time_kept([langid.CODE, "ru", "en"], "ru", [128, 128, 128]) == pytest.approx(2 / 3)
     assert drift.time_kept(["fr", "fr", "en", "fr", "fr", "fr", "fr", "fr"], "fr") == pytest.approx(2 / 8)  # turns
 
 
