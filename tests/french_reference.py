@@ -1,8 +1,11 @@
 """The drift_french scores of committed real answers, as a reference that changes to the
 shared scoring code must not move unless a new task version says so
-(tests/test_french_unchanged.py). The committed file holds the scores of task version 4.0
-("kept" means written in French: docs/metrics.md); it was written again when 4.0 changed
-the definitions, and the old 3.0 scores differ from it only in the metrics 4.0 changed.
+(tests/test_french_unchanged.py). The committed file holds the scores of task version 4.1
+("kept" means written in French: docs/metrics.md; loops by segment rule 2.1). It was written
+again when 4.0 changed the definitions (the 3.0 scores differ from it only in the metrics 4.0
+changed) and when 4.1 changed what a loop is (the 4.0 scores differ only where a segment
+became a loop: French turns, the last three and all turns, time in French, the degenerate
+cause, and the single answers' degenerate share).
 
     python tests/french_reference.py --write    # rewrite tests/data/french_scores_reference.json
     python tests/french_reference.py --write-short-run    # score drift_french_short_run.json's answers again
