@@ -3,6 +3,7 @@
 Each folder holds the task YAML files, its data, a ``data.py`` loader for code outside the
 task (the one way in), a ``utils.py`` that lm-eval loads from the YAML, and a README.
 """
+import functools
 import os
 import re
 
@@ -46,19 +47,32 @@ def _hint(raw, where: str) -> dict:
 
 def _task_documents():
     """(family, path, document) of every task YAML (``include:`` followed), in file order;
-    the family is the task's folder."""
+    the family is the task's folder. The files are parsed once per process (the package's
+    own files); each call gets its own copies."""
+    import copy
+
+    for family, path, doc in _parsed_documents():
+        yield family, path, copy.deepcopy(doc)
+
+
+@functools.lru_cache(maxsize=1)
+def _parsed_documents() -> tuple:
+    import copy
     import glob
 
     import yaml
 
-    class _Loader(yaml.SafeLoader):
+    class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml's where PyYAML has it
         pass
 
     _Loader.add_multi_constructor("!", lambda loader, suffix, node: None)  # !function ...
+    parsed: dict = {}
 
     def load(path, depth=0):
-        with open(path, encoding="utf-8") as fh:
-            doc = yaml.load(fh, Loader=_Loader) or {}  # noqa: S506 (a SafeLoader subclass)
+        if path not in parsed:  # a template several tasks include is parsed once
+            with open(path, encoding="utf-8") as fh:
+                parsed[path] = yaml.load(fh, Loader=_Loader) or {}  # noqa: S506 (a SafeLoader subclass)
+        doc = copy.deepcopy(parsed[path])
         inc = doc.pop("include", None)
         if inc and depth < 4:
             base = load(os.path.join(os.path.dirname(path), inc), depth + 1)
@@ -66,8 +80,8 @@ def _task_documents():
             doc = base
         return doc
 
-    for path in sorted(glob.glob(os.path.join(task_folder(), "*", "*.yaml"))):
-        yield os.path.basename(os.path.dirname(path)), path, load(path)
+    return tuple((os.path.basename(os.path.dirname(path)), path, load(path))
+                 for path in sorted(glob.glob(os.path.join(task_folder(), "*", "*.yaml"))))
 
 
 def metric_catalogue() -> dict:
