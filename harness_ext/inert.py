@@ -4,19 +4,22 @@ Results folders are shared between people and CI jobs, and model output is untru
 text: an answer, a model name, a setting label or a task name read from a results file
 must never act in what the project writes. One function per output:
 
-* ``markdown``: the text as a Markdown code span, on one line: inside a code span nothing
+* ``markdown``: the text as a Markdown code span, on one line, its control and format
+  characters escaped as ``terminal`` shows them: inside a code span nothing
   is markup (no image, link, autolink, HTML, heading, emphasis or entity; backslash-escaping
   the metacharacters instead would still let GitHub's renderer autolink bare addresses). A
   run of backticks in the text gets a longer fence; in a table cell (``cell=True``) a ``|``
   is written ``\\|``, which GitHub's table rule turns back into ``|`` inside the cell;
 * ``markdown_text``: prose the project writes around such names, as Markdown text that
-  renders as its characters: inline metacharacters backslash-escaped, ``<`` and ``&`` as
+  renders as its characters (control and format characters escaped as in ``markdown``):
+  inline metacharacters backslash-escaped, ``<`` and ``&`` as
   entities, a line-start marker at its start escaped, on one line; a text that could hold
   an autolink (``@``, ``://``, ``www.``) becomes a code span instead, which no renderer
   links;
 * ``csv_cell``: a spreadsheet cell that is never a formula: a value that begins with
   ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a leading ``'`` (OWASP's rule
-  against CSV injection); numbers are left as they are;
+  against CSV injection), its control and format characters escaped as ``terminal`` shows
+  them; numbers are left as they are;
 * ``terminal``: the text with every control character (C0, DEL, C1: escape sequences,
   carriage returns, bells...) and every format character (bidirectional overrides,
   zero-width characters) written as a visible escape such as ``\\x1b`` or ``\\u202e``, so
@@ -26,7 +29,8 @@ must never act in what the project writes. One function per output:
 
 * ``json_text``: strict JSON (RFC 8259): a number that is not finite (NaN, ±infinity,
   which Python's ``json`` would write as the non-standard ``NaN``/``Infinity`` that strict
-  parsers reject) is written ``null``.
+  parsers reject) is written ``null``, and the characters ``terminal`` escapes are ``\\u``
+  escapes (JSON's own), so the text prints inert and reads back the same.
 
 HTML is escaped by Jinja's autoescaping; JSON strings need nothing more (a JSON parser
 reads strings as strings).
@@ -60,7 +64,7 @@ def markdown(text, cell: bool = False) -> str:
     characters, on one line (``cell``: inside a table cell)."""
     if text is None or str(text) == "":
         return ""
-    text = _NEWLINES.sub(" ", str(text))
+    text = _CONTROL.sub(_escape, _NEWLINES.sub(" ", str(text)))
     if cell:
         text = text.replace("|", "\\|")
     fence = "`" * (1 + max((len(run) for run in _BACKTICKS.findall(text)), default=0))
@@ -72,7 +76,7 @@ def markdown_text(text) -> str:
     """``text`` as inert Markdown prose on one line (code span where it could autolink)."""
     if text is None:
         return ""
-    text = _NEWLINES.sub(" ", str(text))
+    text = _CONTROL.sub(_escape, _NEWLINES.sub(" ", str(text)))
     if _AUTOLINK.search(text):
         return markdown(text)
     text = _INLINE.sub(r"\\\1", text.replace("&", "&amp;").replace("<", "&lt;"))
@@ -86,7 +90,7 @@ def csv_cell(value):
         return value
     if value is None:
         return ""
-    text = str(value)
+    text = terminal(value)
     return f"'{text}" if text.startswith(_FORMULA_START) else text
 
 
@@ -115,7 +119,23 @@ def finite(value):
     return value
 
 
+#: what JSON may hold raw but a terminal must not show raw (``ensure_ascii=False`` keeps
+#: it; ``json`` escapes C0 itself): DEL, C1, format characters, separators, non-text
+_JSON_RAW = re.compile(f"[\x7f-\x9f\u2028\u2029{FORMAT}{_NOT_TEXT}]")
+
+
+def _json_escape(match) -> str:
+    code = ord(match.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # a UTF-16 surrogate pair, as JSON writes a character beyond the BMP
+    return f"\\u{0xd800 + (code >> 10):04x}\\u{0xdc00 + (code & 0x3ff):04x}"
+
+
 def json_text(value, **kwargs) -> str:
     """``json.dumps`` that writes strict JSON: non-finite numbers as ``null``
-    (``allow_nan=False`` behind it, so that none slips through)."""
-    return json.dumps(finite(value), allow_nan=False, **kwargs)
+    (``allow_nan=False`` behind it, so that none slips through). With
+    ``ensure_ascii=False`` text stays readable, but what a terminal must not show raw (DEL,
+    C1, format characters, separators, lone surrogates) is written as a ``\\u`` escape, so
+    the JSON reads back the same, prints inert and always encodes as UTF-8."""
+    return _JSON_RAW.sub(_json_escape, json.dumps(finite(value), allow_nan=False, **kwargs))

@@ -7,7 +7,17 @@ from __future__ import annotations
 
 import math
 
-from markupsafe import Markup, escape
+from markupsafe import Markup
+from markupsafe import escape as _markup_escape
+
+from drift_eval import inert
+
+
+def escape(text) -> Markup:
+    """Text from results files (names, labels, languages) as SVG text: control and format
+    characters shown as visible escapes on one line (``inert.terminal``), then escaped."""
+    return _markup_escape(inert.terminal(str(text), one_line=True))
+
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
 

@@ -27,6 +27,14 @@ def _md(cell: bool = False):
     return lambda s: Markup(inert.markdown(s, cell=cell))
 
 
+def _visible(value):
+    """Every value a template writes: text (not markup the project built) with its control
+    and format characters shown as visible escapes (``inert.terminal``), before
+    autoescaping, so that a name or an answer cannot reorder or hide what the page shows,
+    and the page always encodes."""
+    return inert.terminal(value) if isinstance(value, str) and not isinstance(value, Markup) else value
+
+
 def pval(p) -> str:
     return "—" if not (isinstance(p, float) and math.isfinite(p)) else "< 0.0001" if p < 1e-4 else f"{p:.4f}"
 
@@ -34,7 +42,7 @@ def pval(p) -> str:
 def environment():
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, finalize=_visible,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters["num"] = lambda v, d=4: (f"{v:.{d}f}" if isinstance(v, (int, float)) and math.isfinite(v) else "—")
     env.filters["pval"] = pval

@@ -62,7 +62,7 @@ def test_empty_and_missing_values_are_empty():
 
 @pytest.mark.parametrize("value, cell", [
     ("=HYPERLINK(\"https://evil.example\")", "'=HYPERLINK(\"https://evil.example\")"),
-    ("+1+1", "'+1+1"), ("-2+3", "'-2+3"), ("@SUM(A1)", "'@SUM(A1)"), ("\tx", "'\tx"), ("\rx", "'\rx"),
+    ("+1+1", "'+1+1"), ("-2+3", "'-2+3"), ("@SUM(A1)", "'@SUM(A1)"), ("\tx", "'\tx"), ("\rx", "\\x0dx"), ("\u202e=1", "\\u202e=1"),
     ("SmolLM2", "SmolLM2"), ("log:0.25", "log:0.25"), (-0.5, -0.5), (3, 3), (True, "True"),
 ])
 def test_csv_cells_never_start_a_formula(value, cell):
@@ -136,3 +136,31 @@ def test_terminal_text_always_encodes_and_is_xml():
     shown = inert.terminal("a\ud800b\ufffe\x01", one_line=True)
     assert shown == "a\\ud800b\\ufffe\\x01" and shown.encode("utf-8")
     ET.fromstring(f"<x>{shown}</x>")
+
+
+def test_markdown_shows_control_and_format_characters_escaped(render):
+    """A bidirectional override, a zero-width character, an escape sequence or a lone
+    surrogate in a name is shown escaped in Markdown (a code span or prose), as in the
+    terminal: the rendered page cannot reorder or hide what it shows."""
+    import unicodedata
+
+    hostile = "PASS\u202e lanif\u200b\x1b[2J\ud800\U000e0041 <b>x</b>"
+    for shown in (inert.markdown(hostile), inert.markdown(hostile, cell=True), inert.markdown_text(hostile)):
+        assert not any(unicodedata.category(ch) in ("Cc", "Cf", "Cs") for ch in shown), shown
+        assert "\\u202e" in shown and "\\u200b" in shown and "\\x1b" in shown and "\\ud800" in shown
+        assert "\\U000e0041" in shown
+        page = render(shown)
+        assert not any(unicodedata.category(ch) in ("Cf", "Cs") for ch in page) and "<b>" not in page
+
+
+def test_readable_json_prints_inert_and_reads_back_the_same():
+    """``json_text(..., ensure_ascii=False)`` keeps letters readable but writes what the
+    terminal must not show raw as JSON's own escapes: printing it changes nothing, it encodes
+    as UTF-8, and a strict parser reads back the very same strings."""
+    import json
+
+    value = {"model": "Qwen\u202e\x85\x7f\ud800\ufffe\U000e0041\u2028 日本語 ü", "n": float("inf")}
+    text = inert.json_text(value, ensure_ascii=False)
+    assert inert.terminal(text) == text and text.encode("utf-8")
+    assert "日本語 ü" in text and "\\u202e" in text and "\\udb40\\udc41" in text
+    assert json.loads(text, parse_constant=_not_json) == {**value, "n": None}
