@@ -223,7 +223,8 @@ def figures(root: str) -> dict:
         if not os.path.isdir(os.path.join(res, folder)):
             continue
         output = _load(res, folder)
-        for (_, setting), run in sorted(output.runs.items()):
+        for run in output.ordered_runs():
+            setting = run.setting
             for task, tr in sorted(run.tasks.items()):
                 if tr.is_group:
                     continue

@@ -31,3 +31,28 @@ def test_each_committed_table_is_what_the_results_give(rel, cache):
 def test_a_marked_table_of_no_known_name_is_one_clear_error():
     with pytest.raises(KeyError, match="no table named 'nonesuch'"):
         results_tables.regenerate("<!-- table: nonesuch -->\nold\n<!-- end table -->", ROOT, {})
+
+
+def test_rule_2_1_only_adds_loops_to_the_published_runs():
+    """``before_2.1.json`` holds every published run that the rule of "kept" scores, as rule
+    2.0 scored it (drift_french 4.0, its conflict control 3.0, drift_languages 2.0), and the
+    runs now are at 4.1, 3.1 and 2.1. Rule 2.1 only makes more segments loops, and code before
+    a first part not kept no longer counts as time in the language, so no kept share and no
+    time in the language rose; the causes of "not kept" still add up with the kept share."""
+    before, now = results_tables._before(ROOT), results_tables.figures(ROOT)
+    assert before.keys() == now.keys() and len(now) >= 49
+    old_versions = {"4.0", "3.0", "2.0"}
+    for folder, settings in now.items():
+        assert settings.keys() == before[folder].keys(), folder
+        for setting, tasks in settings.items():
+            for task, new in tasks.items():
+                old = before[folder][setting][task]
+                assert (old["version"], new["version"]) in {(a, f"{a[0]}.1") for a in old_versions}, (folder, task)
+                for metric, value in new.items():
+                    if metric != "version" and not metric.startswith("not_kept_"):
+                        assert value <= old[metric], (folder, setting, task, metric, old[metric], value)
+                head = next((m for m in ("fully_french", "fully_target", "all_turns_french", "all_turns_target")
+                             if m in new), None)
+                if head and "not_kept_left" in new:
+                    total = new[head] + sum(new[f"not_kept_{c}"] for c in ("left", "degenerate", "unreadable"))
+                    assert total == pytest.approx(1.0, abs=2e-4), (folder, task, total)
