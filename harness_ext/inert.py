@@ -55,7 +55,7 @@ FORMAT = ("\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\
           "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f")
 #: lone surrogates (no character: they cannot be encoded) and the non-characters U+FFFE and U+FFFF
 _NOT_TEXT = "\ud800-\udfff\ufffe\uffff"
-_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{FORMAT}{_NOT_TEXT}]")
+_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029{FORMAT}{_NOT_TEXT}]")
 _ONE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{FORMAT}{_NOT_TEXT}]")
 
 

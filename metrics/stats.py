@@ -526,6 +526,8 @@ def mde_mean(n: int, sd: float, alpha: float = ALPHA, power: float = POWER) -> f
 
     if n < 2 or not sd > 0:
         return math.inf if n < 2 else 0.0
+    if not math.isfinite(sd):  # a spread too wide for floats: no difference is detectable
+        return math.inf
     df = n - 1
     crit = float(t.ppf(1 - alpha / 2, df))
 

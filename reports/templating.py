@@ -16,9 +16,10 @@ TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates"
 
 
 def _breakable(s) -> Markup:
-    """Escaped text with a line-break opportunity after each ``_`` and ``/`` (long task and
-    model names wrap instead of widening the page)."""
-    return Markup(re.sub(r"([_/])", r"\1<wbr>", str(escape(s))))
+    """Escaped text (control and format characters shown, ``_visible``) with a line-break
+    opportunity after each ``_`` and ``/`` (long task and model names wrap instead of
+    widening the page)."""
+    return Markup(re.sub(r"([_/])", r"\1<wbr>", str(escape(_visible(s)))))
 
 
 def _md(cell: bool = False):

@@ -387,8 +387,8 @@ HOSTILE_MODEL = '=HYPERLINK("https://evil.example")\x1b]0;pwned\x07![x](https://
 def test_a_hostile_model_name_is_inert_in_every_leaderboard_format(tmp_path, capsys):
     """A results folder whose model is named to attack: a spreadsheet formula, a terminal
     escape, Markdown image syntax. Markdown shows it as text in a code span (GitHub's
-    renderer makes no link or image of it), CSV as text, the terminal without the escape;
-    JSON keeps it as it is."""
+    renderer makes no link or image of it), CSV as text with the escape shown, the terminal
+    without the escape; JSON keeps it as it is (as JSON's own escapes)."""
     root = tmp_path / "out"
     write_task_run(root, "m", [1, 0, 1])
     path = next(root.rglob("results_*.json"))
@@ -402,7 +402,7 @@ def test_a_hostile_model_name_is_inert_in_every_leaderboard_format(tmp_path, cap
     assert "<img" not in html and "<a " not in html and "<code>=HYPERLINK(" in html
     _cli(capsys, "leaderboard", root, "-o", tmp_path / "board.csv")
     [row] = list(csv.DictReader(io.StringIO((tmp_path / "board.csv").read_text())))
-    assert row["model"] == "'" + HOSTILE_MODEL
+    assert row["model"] == "'" + HOSTILE_MODEL.replace("\x1b", "\\x1b").replace("\x07", "\\x07")
     _cli(capsys, "leaderboard", root, "-o", tmp_path / "board.json")
     assert json.loads((tmp_path / "board.json").read_text())["rows"][0]["model"] == HOSTILE_MODEL
 

@@ -7,6 +7,7 @@ import shlex
 import subprocess
 import sys
 
+from drift_eval import inert
 from drift_eval.cli.shared import whole
 from drift_eval.errors import DriftUsageError
 
@@ -62,7 +63,7 @@ def run(args) -> int:
         rc = subprocess.call(cmd)
         status = status or (1 if rc else 0)  # exit 2 is kept for unusable input to drift-eval itself
     if status:
-        print(f"drift-eval: a run failed; its output is in {output}", file=sys.stderr)
+        print(f"drift-eval: a run failed; its output is in {inert.terminal(output, one_line=True)}", file=sys.stderr)
         return status
     from drift_eval.reports.render import write_report
 

@@ -52,6 +52,14 @@ def pytest_report_header(config):
     return f"drift-eval results: {path}" if path else None
 
 
+def _line(message: str) -> str:
+    """A message for pytest's report: one line, its control and format characters shown
+    escaped (``inert.terminal``): names from a results file cannot print lines of their own."""
+    from drift_eval import inert
+
+    return inert.terminal(message, one_line=True)
+
+
 def _usage_errors_are_errors(fn):
     """A missing task, metric or setting (``DriftUsageError``, which is a ``SystemExit`` a
     test must not raise) becomes ``UnusableResults`` with the loader's one-line message."""
@@ -66,7 +74,7 @@ def _usage_errors_are_errors(fn):
         try:
             return fn(*args, **kwargs)
         except DriftUsageError as exc:
-            raise UnusableResults(exc.message) from None
+            raise UnusableResults(_line(exc.message)) from None
 
     return wrapper
 
@@ -147,7 +155,7 @@ class DriftResults:
         rule = rule_from(_given(task=task, metric=metric, setting=setting, on=on, min=min, max=max, model=model))
         outcome = check(self.output, rule)
         if not outcome.passed:
-            raise AssertionError(outcome.message)
+            raise AssertionError(_line(outcome.message))
         return outcome
 
     @_usage_errors_are_errors
@@ -175,9 +183,9 @@ class DriftResults:
         outcome = check_regression(self.output, base, policy.rules[0], underpowered=policy.underpowered,
                                    model=candidate, baseline_model=base_model)
         if outcome.status == "underpowered":
-            raise Undetermined(outcome.message)
+            raise Undetermined(_line(outcome.message))
         if outcome.status == "fail":
-            raise AssertionError(outcome.message)
+            raise AssertionError(_line(outcome.message))
         return outcome
 
 
@@ -193,4 +201,4 @@ def drift_results(request) -> DriftResults:
     try:
         return DriftResults(load_output(path))
     except DriftUsageError as exc:
-        raise UnusableResults(f"--drift-results: {exc.message}") from None
+        raise UnusableResults(_line(f"--drift-results: {exc.message}")) from None

@@ -378,9 +378,26 @@ def _check_samples(samples: list, path: str, task: str, n_samples: dict, metrics
         raise _damaged(path, f"no sample lines, but the results file counts {effective}")
 
 
-def _check_shares(tr: TaskResult, path: str) -> None:
+def _check_shares(tr: TaskResult, path: str, spath: str) -> None:
     """A metric whose every logged sample is 0 or 1 is a share: its value in the results file
-    lies in [0, 1] (a value outside cannot be its samples' mean, whatever its interval says)."""
+    lies in [0, 1] (a value outside cannot be its samples' mean, whatever its interval says).
+    A metric's declared kind in its task YAML (``drift_eval.tasks``) says the range of each
+    sample: a share (``values: share``) lies in [0, 1], a cause of "not kept" (role
+    ``cause``) is 0 or 1."""
+    from drift_eval.tasks import metric_catalogue, share
+
+    catalogue = metric_catalogue()
+    declared = catalogue.get(tr.name) or {}
+    for metric, info in declared.items():
+        cause = "cause" in (info.get("roles") or ())
+        if not (cause or share(catalogue, tr.name, metric)):
+            continue
+        for s in tr.samples:
+            x = s.get(metric)
+            if is_number(x) and not (x in (0, 1) if cause else 0 <= x <= 1):
+                kind = "a cause of 'not kept', 0 or 1" if cause else "a share, in [0, 1]"
+                raise _damaged(spath, f"doc {s.get('doc_id')!r}: {metric} is {x!r}, but {tr.name}'s {metric} is "
+                                      f"{kind} (its task YAML)")
     for metric, v in tr.values.items():
         if not is_number(v) or 0 <= v <= 1:
             continue
@@ -435,7 +452,7 @@ def _task_results(res: dict, path: str, date: str) -> tuple[dict, list]:
         samples = read_jsonl(spath, "samples file", remedy=REMEDY, line_ends=True)
         _check_samples(samples, spath, name, n_samples, list(tr.values))
         tr.samples = [s for s in samples if s.get("filter", "none") == "none"]
-        _check_shares(tr, path)
+        _check_shares(tr, path, spath)
         sample_files.append(spath)
     configs = res.get("configs") if isinstance(res.get("configs"), dict) else {}
     versions = res.get("versions") if isinstance(res.get("versions"), dict) else {}
@@ -692,7 +709,7 @@ def _identity(model_args: dict) -> tuple[str, str]:
     if converted:
         return f"gguf content {converted[1]}", converted[1][:8]
     ident = f"{model_args.get('pretrained', '')}".rstrip("/\\") + f"|{model_args.get('gguf_file') or ''}"
-    return ident, hashlib.sha256(ident.encode()).hexdigest()[:8]
+    return ident, hashlib.sha256(ident.encode("utf-8", "surrogatepass")).hexdigest()[:8]  # a JSON name may hold a lone surrogate
 
 
 def _unique_names(files: list) -> dict:

@@ -143,7 +143,9 @@ def cached_from_gguf(pretrained: str, gguf_file: str, log=None) -> str:
 
 
 def _convert(path: str, target: str, log=None) -> None:
-    (log or (lambda m: print(m, file=sys.stderr)))(
+    from drift_eval import inert
+
+    (log or (lambda m: print(inert.terminal(m), file=sys.stderr)))(
         f"lm-eval-drift: converting {os.path.basename(path)} to safetensors once (cached in {target})"
     )
     import torch

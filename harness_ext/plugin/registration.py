@@ -50,9 +50,11 @@ def _warn(message: str) -> None:
     """One line on stderr, once per process (every ``TaskManager`` asks again)."""
     import sys
 
+    from drift_eval import inert
+
     if message not in _warned:
         _warned.add(message)
-        sys.stderr.write(f"lm-eval-drift: {message}\n")
+        sys.stderr.write(f"lm-eval-drift: {inert.terminal(message)}\n")
 
 
 def _package(ep) -> str:

@@ -41,6 +41,7 @@ import shutil
 import sys
 import time
 
+from drift_eval import inert
 from drift_eval.decide.results import MANIFEST, converted_gguf, model_name, read_manifest, read_run_file
 from drift_eval.errors import DriftUsageError
 from drift_eval.files import check_output_folder, folder_lock, move_aside, write_json_atomic
@@ -54,12 +55,13 @@ RESUME = "rerun the same command to resume (finished settings and cached answers
 
 
 def _warn(line: str) -> None:
-    print(f"drift-eval: warning: {line}", file=sys.stderr, flush=True)
+    print(f"drift-eval: warning: {inert.terminal(line)}", file=sys.stderr, flush=True)
 
 
 def _log(line: str) -> None:
-    """A progress line, out at once even when stdout is a pipe (a CI log, ``| tee``)."""
-    print(line, flush=True)
+    """A progress line, out at once even when stdout is a pipe (a CI log, ``| tee``), its
+    control and format characters escaped (it names models and folders)."""
+    print(inert.terminal(line), flush=True)
 
 
 # ------------------------------------------------------------------------ the folder
