@@ -357,6 +357,17 @@ def _chromium():
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+def _browser_flags(tmp_path):
+    """Chromium and its headless flags; the test fails without it (skips with DRIFT_ALLOW_NO_BROWSER=1)."""
+    browser = _chromium()
+    if browser is None:
+        if os.environ.get("DRIFT_ALLOW_NO_BROWSER") == "1":
+            pytest.skip("chromium not installed and DRIFT_ALLOW_NO_BROWSER=1")
+        pytest.fail("chromium is not installed (setup.sh installs it); set DRIFT_ALLOW_NO_BROWSER=1 to skip this check")
+    return browser, ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                     "--user-data-dir=" + str(tmp_path / "prof")]
+
+
 #: the tail of a long model name (a GGUF file converted into a cache folder keeps its name and key)
 LONG_NAME = "SmolLM2-135M-Instruct.Q4_1-0932cb8f3d829473-converted-from-gguf-to-safetensors"
 
@@ -408,12 +419,7 @@ def test_html_report_renders_in_chromium_and_scripts_stay_inert(tmp_path, capsys
     assert "<script" not in html and "&lt;script&gt;" in html  # autoescaped
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # no external assets
 
-    browser = _chromium()
-    if browser is None:
-        if os.environ.get("DRIFT_ALLOW_NO_BROWSER") == "1":
-            pytest.skip("chromium not installed and DRIFT_ALLOW_NO_BROWSER=1")
-        pytest.fail("chromium is not installed (setup.sh installs it); set DRIFT_ALLOW_NO_BROWSER=1 to skip this check")
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--user-data-dir=" + str(tmp_path / "prof")]
+    browser, flags = _browser_flags(tmp_path)
     dom = subprocess.run([browser, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120,
                          check=True).stdout
     assert "<title>Drift comparison report</title>" in dom and '<b id="pwned">' not in dom
@@ -464,6 +470,32 @@ def test_html_report_renders_in_chromium_and_scripts_stay_inert(tmp_path, capsys
     dom = subprocess.run([browser, *flags, "--dump-dom", control.as_uri()], capture_output=True, text=True,
                          timeout=120, check=True).stdout
     assert '<b id="pwned">x</b>' in dom and "<title>PWNED</title>" in dom
+
+
+@pytest.mark.slow
+def test_the_languages_heat_map_shows_its_labels_in_chromium(tmp_path, capsys):
+    """The Languages section's heat map, on committed real runs of two models in two
+    languages, as Chromium renders it: its title, its row labels (language and code) and its
+    column labels (model and setting) are the SVG's text, read from the rendered DOM."""
+    import html as markup
+
+    base = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "results", "languages")
+    folders = [os.path.join(base, f"{model}_single", lang) for model in ("smollm2", "qwen") for lang in ("ar", "ja")]
+    page = tmp_path / "languages.html"
+    rc, _, err = _report(capsys, *folders, "-o", page)
+    assert rc == 0, err
+    browser, flags = _browser_flags(tmp_path)
+    dom = subprocess.run([browser, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120,
+                         check=True).stdout
+    maps = [m for m in re.findall(r"<svg[^>]*>.*?</svg>", dom, re.S) if "by language and run" in m]
+    assert len(maps) == 1, len(maps)
+    texts = [markup.unescape(t).strip() for t in re.findall(r"<text[^>]*>([^<]*)</text>", maps[0])]
+    assert texts[0] == "fully_target by language and run"
+    assert "Arabic (ar)" in texts and "Japanese (ja)" in texts
+    assert "SmolLM2-135M-Instruct.Q4_1 [none]" in texts and "qwen2.5-coder-0.5b-instruct-q4_k_m [none]" in texts
+    assert all(texts), texts  # no empty label
+    cells = [t for t in texts if re.fullmatch(r"\d\.\d\d|—", t)]
+    assert len(cells) == 4  # two languages x two runs, each with its value written in it
 
 
 @pytest.mark.slow
