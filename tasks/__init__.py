@@ -13,6 +13,10 @@ def task_folder() -> str:
     return os.path.dirname(os.path.abspath(__file__))
 
 
+#: the kinds of per-sample values a metric can declare (its ``report:`` hint's ``values``),
+#: none of them 0/1 outcomes, and the range each gives a sample (``None``: no bound):
+#: a share in [0, 1], a count or a rate at least 0, another continuous value anything finite
+KINDS = {"share": (0.0, 1.0), "count": (0.0, None), "rate": (0.0, None), "continuous": (None, None)}
 #: the roles a metric can have in reports (the ``role`` of its YAML ``report:`` hint)
 ROLES = ("headline", "key", "summary", "curve", "timeline", "confidence", "profile", "time", "cause")
 
@@ -38,8 +42,8 @@ def _hint(raw, where: str) -> dict:
     if partner is not None and not isinstance(partner, str):
         raise ValueError(f"{where}: a report hint's conditional names the unconditional partner metric, got {partner!r}")
     values = raw.get("values")
-    if values not in (None, "continuous", "share"):
-        raise ValueError(f"{where}: a report hint's values is continuous or share (or left out), got {values!r}")
+    if values not in (None, *KINDS):
+        raise ValueError(f"{where}: a report hint's values is {', '.join(KINDS)} (or left out), got {values!r}")
     parts = {k: v for k, v in raw.items() if k not in ("role", "label", "format", "conditional", "values")}
     return {"roles": roles, "label": label if isinstance(label, str) else None, "format": fmt,
             "conditional": partner, "values": values, "parts": parts}
@@ -91,9 +95,9 @@ def metric_catalogue() -> dict:
     name the metric, or None), ``format`` (``percent`` for a relative change, or None),
     ``conditional`` (for a metric defined only on the documents where an outcome occurred:
     the metric of the same task that asks its question on every document; else None),
-    ``values`` (``share`` for a per-sample share between 0 and 1, ``continuous`` for another
-    rate or count: values that are not 0/1 outcomes, though they may all be 0 or 1 in one
-    run; else None) and
+    ``values`` (the declared kind, ``KINDS``: ``share`` for a per-sample share between 0
+    and 1, ``count`` or ``rate`` for one at least 0, ``continuous`` for another value: values
+    that are not 0/1 outcomes, though they may all be 0 or 1 in one run; else None) and
     ``parts`` (the metric's parts in report panels).
 
     The roles: ``headline`` (the task's headline: the report's first table), ``key``
@@ -166,11 +170,17 @@ def conditional_partner(catalogue: dict, task: str, metric: str) -> str | None:
 
 
 def binary(catalogue: dict, task: str, metric: str) -> bool | None:
-    """False for a metric whose YAML hint says ``values: continuous`` or ``values: share`` (a
-    rate, a count, a share: never tested or bounded as 0/1 outcomes, even in a run where
-    every value happens to be 0 or 1); None otherwise (its values decide:
+    """False for a metric whose YAML hint declares its kind of values (``KINDS``: a share, a
+    count, a rate, another continuous value: never tested or bounded as 0/1 outcomes, even
+    in a run where every value happens to be 0 or 1); None otherwise (its values decide:
     ``drift_eval.metrics.stats.is_binary``)."""
-    return False if (catalogue.get(task, {}).get(metric) or {}).get("values") in ("continuous", "share") else None
+    return False if (catalogue.get(task, {}).get(metric) or {}).get("values") in KINDS else None
+
+
+def value_range(catalogue: dict, task: str, metric: str) -> tuple:
+    """(lowest, highest) a sample of the metric may be, from its declared kind (``KINDS``);
+    ``(None, None)`` when it declares none."""
+    return KINDS.get((catalogue.get(task, {}).get(metric) or {}).get("values"), (None, None))
 
 
 def share(catalogue: dict, task: str, metric: str) -> bool:

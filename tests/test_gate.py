@@ -276,6 +276,33 @@ def test_a_number_that_cannot_be_its_metric_is_one_line_naming_the_file_and_fiel
     assert rc == 2 and len(err.strip().splitlines()) == 1 and needle in err and str(path) in err, err
 
 
+@pytest.mark.parametrize("task, metric, value, needle", [
+    ("drift_french_single", "time_in_french", 1.5, "time_in_french is 1.5, but drift_french_single's time_in_french "
+                                                   "is a share, in [0, 1] (its task YAML)"),
+    ("drift_french_single", "not_kept_left", 0.5, "not_kept_left is 0.5, but drift_french_single's not_kept_left is a "
+                                                  "cause of 'not kept', 0 or 1"),
+    ("drift_french_multiturn", "mean_words", -3.0, "mean_words is -3.0, but drift_french_multiturn's mean_words is a "
+                                                   "count, at least 0"),
+])
+def test_a_sample_outside_its_declared_kind_is_one_line_naming_the_file_doc_and_value(tmp_path, capsys, task,
+                                                                                      metric, value, needle):
+    """A metric's declared kind (its task YAML's ``values:``, or the ``cause`` role) gives the
+    range of each sample: a value outside it is damage (one line, exit 2), not a number to
+    average into a rule's verdict."""
+    root = tmp_path / "out"
+    write_output(root, settings=("none",))
+    [path] = root.glob(f"none/*/samples_{task}_*.jsonl")
+    lines = path.read_text().splitlines()
+    first = json.loads(lines[0])
+    assert metric in first
+    lines[0] = json.dumps({**first, metric: value})
+    path.write_text("\n".join(lines) + "\n")
+    policy = _policy(tmp_path, "rules:\n  - {task: drift_french_single, metric: fully_french, min: 0.1}\n")
+    rc, _, err = _gate(capsys, root, "--policy", policy)
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and needle in err and str(path) in err, err
+    assert f"doc {first['doc_id']!r}" in err
+
+
 @pytest.mark.parametrize("name", ["../../outside", "drift_french_single/../x", ".hidden", "a\nb", "a b"])
 def test_a_task_name_that_is_no_task_name_is_refused_before_it_is_used(tmp_path, capsys, name):
     """A task name from a results file is part of its samples file's name: one that could

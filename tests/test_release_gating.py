@@ -443,7 +443,7 @@ def test_pytest_plugin_compares_to_a_baseline(tmp_path, pytester, monkeypatch):
 
 
 def test_a_rate_is_compared_as_a_rate_even_where_its_values_are_0_or_1(tmp_path, capsys):
-    """``leak_per_1000`` (its YAML hint: ``values: continuous``) with per-conversation values
+    """``leak_per_1000`` (its YAML hint: ``values: rate``) with per-conversation values
     that happen to be 0 or 1: compare uses the sign-flip test and the rate's interval, not
     McNemar and Wilson; ``fully_french`` (0/1 outcomes) keeps the exact McNemar test."""
     from drift_eval.decide.results import load_output

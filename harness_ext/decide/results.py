@@ -62,7 +62,7 @@ class Metric:
     length: str | None = None          # how long the task's answers were made (``Length.kind``), if it says
     version: str | None = None         # the task's version (lm-eval's ``versions``), if the results say
     binary: bool | None = None         # False: a share, rate or count, never 0/1 outcomes (the task YAML's
-    #                                    ``values: share`` or ``continuous``); None: its values decide
+    #                                    ``values``: share, count, rate, continuous); None: its values decide
 
     def spread(self) -> str:
         """``, 95% CI [lo, hi], n=N`` (the parts that are known)."""
@@ -381,21 +381,22 @@ def _check_samples(samples: list, path: str, task: str, n_samples: dict, metrics
 def _check_shares(tr: TaskResult, path: str, spath: str) -> None:
     """A metric whose every logged sample is 0 or 1 is a share: its value in the results file
     lies in [0, 1] (a value outside cannot be its samples' mean, whatever its interval says).
-    A metric's declared kind in its task YAML (``drift_eval.tasks``) says the range of each
-    sample: a share (``values: share``) lies in [0, 1], a cause of "not kept" (role
-    ``cause``) is 0 or 1."""
-    from drift_eval.tasks import metric_catalogue, share
+    A metric's declared kind in its task YAML (``drift_eval.tasks.KINDS``) says the range of
+    each sample: a share lies in [0, 1], a count or a rate is at least 0, and a cause of "not
+    kept" (role ``cause``) is 0 or 1."""
+    from drift_eval.tasks import metric_catalogue, value_range
 
     catalogue = metric_catalogue()
-    declared = catalogue.get(tr.name) or {}
-    for metric, info in declared.items():
+    for metric, info in (catalogue.get(tr.name) or {}).items():
         cause = "cause" in (info.get("roles") or ())
-        if not (cause or share(catalogue, tr.name, metric)):
+        lo, hi = (0, 1) if cause else value_range(catalogue, tr.name, metric)
+        if lo is None and hi is None:
             continue
         for s in tr.samples:
             x = s.get(metric)
-            if is_number(x) and not (x in (0, 1) if cause else 0 <= x <= 1):
-                kind = "a cause of 'not kept', 0 or 1" if cause else "a share, in [0, 1]"
+            if is_number(x) and ((lo is not None and x < lo) or (hi is not None and x > hi) or (cause and x not in (0, 1))):
+                kind = ("a cause of 'not kept', 0 or 1" if cause else
+                        f"a {info['values']}, " + (f"in [{lo:g}, {hi:g}]" if hi is not None else f"at least {lo:g}"))
                 raise _damaged(spath, f"doc {s.get('doc_id')!r}: {metric} is {x!r}, but {tr.name}'s {metric} is "
                                       f"{kind} (its task YAML)")
     for metric, v in tr.values.items():
