@@ -394,7 +394,8 @@ def _check_shares(tr: TaskResult, path: str, spath: str) -> None:
             continue
         for s in tr.samples:
             x = s.get(metric)
-            if is_number(x) and ((lo is not None and x < lo) or (hi is not None and x > hi) or (cause and x not in (0, 1))):
+            outside = (lo is not None and x < lo) or (hi is not None and x > hi) if is_number(x) else False
+            if is_number(x) and (outside or (cause and x not in (0, 1))):
                 kind = ("a cause of 'not kept', 0 or 1" if cause else
                         f"a {info['values']}, " + (f"in [{lo:g}, {hi:g}]" if hi is not None else f"at least {lo:g}"))
                 raise _damaged(spath, f"doc {s.get('doc_id')!r}: {metric} is {x!r}, but {tr.name}'s {metric} is "
