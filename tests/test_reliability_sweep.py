@@ -71,13 +71,13 @@ def _rows(db_path):
         return 0
 
 
-def _run_until(out, model, stop, sig, timeout=600):
+def _run_until(out, model, stop, sig, timeout=600, **env_extra):
     """Start a sweep and send it ``sig`` once ``stop(stdout_so_far)`` is true. The sweep is
     paused (SIGSTOP) while ``stop`` looks at its output and files, so that on a loaded
     machine it cannot finish the stage between the look and the signal; and the thread
     that reads its output looks too, the moment each line arrives, so that a stage shorter
     than one turn of the polling loop is still caught."""
-    env = dict(os.environ, **ENV)
+    env = dict(os.environ, **ENV, **env_extra)
     proc = subprocess.Popen([DRIFT_EVAL, "sweep", "--output", str(out), "--model-args", f"pretrained={model}", *ARGS],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     lines, err = [], []
@@ -110,7 +110,10 @@ def _run_until(out, model, stop, sig, timeout=600):
     while proc.poll() is None and time.time() - t0 < timeout and not fired.is_set():
         look()
         time.sleep(0.02)
-    proc.wait(timeout=timeout)
+    while proc.poll() is None and time.time() - t0 < timeout:  # a sweep that stopped itself
+        proc.send_signal(signal.SIGCONT)                       # (DRIFT_EVAL_STOP_AT) goes on
+        time.sleep(0.05)
+    proc.wait(timeout=max(1, timeout - (time.time() - t0)))
     for t in readers:
         t.join()
     return proc.returncode, "".join(lines), "".join(err)
@@ -148,10 +151,11 @@ def test_kills_at_each_stage_then_resume_give_the_uninterrupted_samples(tiny, re
     assert rc == -signal.SIGKILL and "[1/2] none: done" not in stdout, stdout
     assert second[0].returncode == 2 and "is in use by another drift-eval sweep" in _stderr_line(second[0])
     assert json.loads((out / "sweep.json").read_text())["settings"] == ["none", "log:1"]
-    # 3. Ctrl-C inside the second setting, as soon as it starts (the sweep is paused the moment
-    #    it says so; waiting for its first cached answer races the end of so small a setting):
+    # 3. Ctrl-C inside the second setting, as soon as it starts: the sweep stops itself the
+    #    moment it says so (DRIFT_EVAL_STOP_AT), so the interrupt lands there whatever the load;
     #    one line that says how to resume, no traceback
-    rc, stdout, stderr = _run_until(out, tiny, lambda s: "[2/2] log:1: running" in s, signal.SIGINT)
+    rc, stdout, stderr = _run_until(out, tiny, lambda s: "[2/2] log:1: running" in s, signal.SIGINT,
+                                    DRIFT_EVAL_STOP_AT="log:1")
     assert "requests answered by the model" in stdout and "from the cache: " in stdout  # none resumed
     assert rc == 130 and "Traceback" not in stderr, stderr[-3000:]
     assert stderr.strip().splitlines()[-1] == ("drift-eval: interrupted: rerun the same command to resume "

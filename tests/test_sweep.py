@@ -113,3 +113,16 @@ def test_sweep_rejects_bad_options_with_one_line(tmp_path, capsys):
     assert "holds a sweep run with other options" in err and len(err.splitlines()) == 1
     assert main(["sweep", "--output", str(tmp_path / "x"), "--model-args", "pretrained=/m,strength=2"]) == 2
     assert "give settings with --settings" in capsys.readouterr().err
+
+
+def test_the_stop_point_for_tests_is_checked_before_anything_is_written(tmp_path, capsys, monkeypatch):
+    """``DRIFT_EVAL_STOP_AT`` (where a test interrupts a sweep) must name one of the sweep's
+    settings: anything else is one line and exit 2, before the output folder is made."""
+    from drift_eval.cli import main
+
+    monkeypatch.setenv("DRIFT_EVAL_STOP_AT", "log:7")
+    out = tmp_path / "out"
+    assert main(["sweep", "--output", str(out), "--settings", "none,log:1", "--model-args", "pretrained=/m"]) == 2
+    assert capsys.readouterr().err.strip() == ("drift-eval: error: DRIFT_EVAL_STOP_AT is 'log:7', not one of this "
+                                               "sweep's settings (none, log:1): unset it")
+    assert not out.exists()

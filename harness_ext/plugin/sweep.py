@@ -343,6 +343,23 @@ def _default_model(output: str) -> str:
 
 
 # ------------------------------------------------------------------------ the sweep
+#: a setting label: the sweep stops itself (SIGSTOP) the moment it says that setting is
+#: running, so that a test can interrupt it at that point and no other, whatever the load
+#: (tests/test_reliability_sweep.py); unset in use
+STOP_AT_ENV = "DRIFT_EVAL_STOP_AT"
+
+
+def _stop_at(labels: list) -> str | None:
+    """``$DRIFT_EVAL_STOP_AT``, checked: one of this sweep's setting labels, or unset."""
+    value = os.environ.get(STOP_AT_ENV)
+    if value is None or value == "":
+        return None
+    if value not in labels:
+        raise DriftUsageError(f"{STOP_AT_ENV} is {value!r}, not one of this sweep's settings ({', '.join(labels)}): "
+                              f"unset it")
+    return value
+
+
 def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limit=None, gen_kwargs: str = "",
               batch_size: int = 8, device: str = "cpu", span: str = "system", apply_chat_template: bool = True,
               metadata: str = "", use_cache: bool = True, log=_log, warn=_warn) -> dict:
@@ -356,6 +373,7 @@ def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limi
                "gen_kwargs": gen_kwargs or "", "apply_chat_template": bool(apply_chat_template),
                "metadata": meta, "span": span}
     labels = [c.label() for c in configs]
+    stop_at = _stop_at(labels)
     check_output_folder(output, "--output")
     with folder_lock(output, "drift-eval sweep"):
         planned = _check_manifest(output, options)
@@ -372,13 +390,13 @@ def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limi
             log(f"sweep complete: {len(labels)} settings in {output}")
             return status
         _sweep(output, todo, labels, planned, options, task_list, margs, meta, gen, limit, batch_size, device,
-               bool(apply_chat_template), use_cache, status, log, warn)
+               bool(apply_chat_template), use_cache, status, log, warn, stop_at)
     log(f"sweep complete: {len(labels)} settings in {output}")
     return status
 
 
 def _sweep(output, todo, labels, planned, options, task_list, margs, meta, gen, limit, batch_size, device, chat,
-           use_cache, status, log, warn):
+           use_cache, status, log, warn, stop_at=None):
     import lm_eval
     from lm_eval.loggers import EvaluationTracker
     from lm_eval.utils import make_table
@@ -402,6 +420,10 @@ def _sweep(output, todo, labels, planned, options, task_list, margs, meta, gen, 
         before = len(cache) if cache is not None else 0
         log(f"[{i}/{len(labels)}] {lab}: running {', '.join(task_list)}"
             + (f" (resuming: {before} cache entries)" if before else ""))
+        if lab == stop_at:  # a test interrupts the sweep here: it stops until the test lets it go on
+            import signal
+
+            os.kill(os.getpid(), signal.SIGSTOP)
         lm.set_compensation(c)
         answers = _Answers(lm, cache, batch_size if isinstance(batch_size, int) else 1)
         answers.install([*BUILTIN_TYPES, *TYPES])
