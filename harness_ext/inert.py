@@ -32,8 +32,9 @@ must never act in what the project writes. One function per output:
   parsers reject) is written ``null``, and the characters ``terminal`` escapes are ``\\u``
   escapes (JSON's own), so the text prints inert and reads back the same.
 
-HTML is escaped by Jinja's autoescaping; JSON strings need nothing more (a JSON parser
-reads strings as strings).
+HTML is escaped by Jinja's autoescaping, after every value a template writes has had its
+control and format characters escaped as ``terminal`` does (``reports.templating``'s
+``finalize``); SVG labels the same way (``reports.svg.escape``).
 """
 from __future__ import annotations
 
