@@ -78,8 +78,12 @@ def _run_until(out, model, stop, sig, timeout=600, **env_extra):
     that reads its output looks too, the moment each line arrives, so that a stage shorter
     than one turn of the polling loop is still caught."""
     env = dict(os.environ, **ENV, **env_extra)
+    # Ctrl-C's default action in the sweep, even where this suite runs with SIGINT ignored (a
+    # job started in the background by a non-interactive shell is: its children inherit that,
+    # and the sweep would never see the interrupt)
     proc = subprocess.Popen([DRIFT_EVAL, "sweep", "--output", str(out), "--model-args", f"pretrained={model}", *ARGS],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines, err = [], []
     fired = threading.Event()
     lock = threading.Lock()
