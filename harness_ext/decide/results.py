@@ -378,15 +378,14 @@ def _check_samples(samples: list, path: str, task: str, n_samples: dict, metrics
         raise _damaged(path, f"no sample lines, but the results file counts {effective}")
 
 
-def _check_shares(tr: TaskResult, path: str, spath: str) -> None:
+def _check_shares(tr: TaskResult, path: str, spath: str, catalogue: dict) -> None:
     """A metric whose every logged sample is 0 or 1 is a share: its value in the results file
     lies in [0, 1] (a value outside cannot be its samples' mean, whatever its interval says).
     A metric's declared kind in its task YAML (``drift_eval.tasks.KINDS``) says the range of
     each sample: a share lies in [0, 1], a count or a rate is at least 0, and a cause of "not
     kept" (role ``cause``) is 0 or 1."""
-    from drift_eval.tasks import metric_catalogue, value_range
+    from drift_eval.tasks import value_range
 
-    catalogue = metric_catalogue()
     for metric, info in (catalogue.get(tr.name) or {}).items():
         cause = "cause" in (info.get("roles") or ())
         lo, hi = (0, 1) if cause else value_range(catalogue, tr.name, metric)
@@ -441,7 +440,10 @@ def _task_results(res: dict, path: str, date: str) -> tuple[dict, list]:
                 out[name].is_group = True
                 continue
             out[name] = tr
+    from drift_eval.tasks import metric_catalogue
+
     missing = []
+    catalogue = metric_catalogue()  # the declared kinds of the metrics, read once per results file
     listed = set(os.listdir(folder))  # samples files are found in the folder's listing, by name
     for name, tr in out.items():
         if tr.is_group:
@@ -454,7 +456,7 @@ def _task_results(res: dict, path: str, date: str) -> tuple[dict, list]:
         samples = read_jsonl(spath, "samples file", remedy=REMEDY, line_ends=True)
         _check_samples(samples, spath, name, n_samples, list(tr.values))
         tr.samples = [s for s in samples if s.get("filter", "none") == "none"]
-        _check_shares(tr, path, spath)
+        _check_shares(tr, path, spath, catalogue)
         sample_files.append(spath)
     configs = res.get("configs") if isinstance(res.get("configs"), dict) else {}
     versions = res.get("versions") if isinstance(res.get("versions"), dict) else {}
