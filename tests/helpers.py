@@ -380,3 +380,9 @@ def model_with_eos(model_dir, target, eos_token: str) -> str:
         if not os.path.lexists(os.path.join(target, name)):
             os.symlink(os.path.join(model_dir, name), os.path.join(target, name))
     return str(target)
+
+
+def not_json(constant):
+    """``json.loads``'s ``parse_constant``: NaN and the infinities are not JSON (strict parsers
+    reject them), so a test that reads one fails."""
+    raise AssertionError(f"{constant} is not JSON")

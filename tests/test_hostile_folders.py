@@ -26,6 +26,8 @@ from cmarkgfm.cmark import Options
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import not_json
+
 DATE = "2026-01-01T00-00-00.000000"
 TASK, METRIC = "drift_french_single", "fully_french"
 PWNED = '<b id="pwned">x</b>'
@@ -110,10 +112,6 @@ def _run(argv: list, cwd: str):
     return rc, out.getvalue(), err.getvalue()
 
 
-def _not_json(constant):
-    raise AssertionError(f"{constant} is not JSON")
-
-
 def _terminal(text: str, where: str) -> None:
     assert not RAW.search(text), (where, RAW.search(text).group())
     assert not any(unicodedata.category(ch) == "Cf" for ch in text), where
@@ -155,7 +153,7 @@ def _check_output(path: str) -> None:
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
     if path.endswith(".json"):
-        json.loads(text, parse_constant=_not_json)
+        json.loads(text, parse_constant=not_json)
     elif path.endswith(".csv"):
         for row in csv.reader(io.StringIO(text)):
             for cell in row:
@@ -203,7 +201,7 @@ def _every_command(candidate: dict, baseline: dict, plugin: bool = False) -> Non
             if argv[0] == "gate":  # one status line per rule, whatever the names hold
                 assert len(STATUS.findall(stdout)) == 2, (where, stdout)
             if argv[-2:] == ["--format", "json"]:
-                json.loads(stdout, parse_constant=_not_json)
+                json.loads(stdout, parse_constant=not_json)
             for path in _files(out, os.path.join(out, "\0")):
                 _check_output(path)
             assert _files(root, out) == before, where  # nothing outside the output folder

@@ -9,6 +9,8 @@ import re
 
 import pytest
 
+from helpers import not_json
+
 from drift_eval import inert
 
 HOSTILE = [
@@ -98,17 +100,12 @@ def test_terminal_text_shows_every_format_character_escaped():
     assert inert.terminal("\U000e0041x") == "\\U000e0041x"  # a tag character: eight hex digits, unambiguous
 
 
-def _not_json(constant):
-    """``json.loads``'s ``parse_constant``: NaN and the infinities are not JSON."""
-    raise AssertionError(f"{constant} is not JSON")
-
-
 def test_json_output_is_strict_with_null_for_non_finite_numbers():
     import json
 
     value = {"a": float("nan"), "b": [1.0, float("inf"), (float("-inf"), 2)], "c": "NaN", "d": True, "e": 3}
     text = inert.json_text(value)
-    assert json.loads(text, parse_constant=_not_json) == {"a": None, "b": [1.0, None, [None, 2]], "c": "NaN",
+    assert json.loads(text, parse_constant=not_json) == {"a": None, "b": [1.0, None, [None, 2]], "c": "NaN",
                                                        "d": True, "e": 3}
 
 
@@ -124,7 +121,7 @@ def test_compare_writes_strict_json(tmp_path, capsys):
     base = write_task_run(tmp_path / "base", "shipped", [1] * 4)
     cand = write_task_run(tmp_path / "cand", "new", [1] * 4)
     assert main(["compare", str(cand), str(base), "--format", "json"]) == 0
-    rows = json.loads(capsys.readouterr().out, parse_constant=_not_json)
+    rows = json.loads(capsys.readouterr().out, parse_constant=not_json)
     assert rows and all(r["candidate"] == "new" for r in rows)
 
 
@@ -163,4 +160,4 @@ def test_readable_json_prints_inert_and_reads_back_the_same():
     text = inert.json_text(value, ensure_ascii=False)
     assert inert.terminal(text) == text and text.encode("utf-8")
     assert "日本語 ü" in text and "\\u202e" in text and "\\udb40\\udc41" in text
-    assert json.loads(text, parse_constant=_not_json) == {**value, "n": None}
+    assert json.loads(text, parse_constant=not_json) == {**value, "n": None}
