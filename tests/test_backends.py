@@ -3,6 +3,7 @@
 request schema."""
 import json
 import os
+from types import SimpleNamespace
 
 import pytest
 
@@ -156,6 +157,55 @@ def test_chat_responses_carry_the_servers_token_count_during_a_drift_call_only(a
     assert text == "Bonjour" and text.meta == {"tokens": 3}
     [plain] = local.parse_generations(outputs=[resp])  # after the call: lm-eval's own, untouched
     assert type(plain) is str and "parse_generations" not in vars(local) and dict(vars(type(local))) == before
+
+
+class VLLM:
+    """lm-eval's ``vllm`` model in outline: it encodes each prompt, sends them longest first
+    to ``_model_generate`` (vLLM's ``RequestOutput`` each) and hands back text only, in the
+    requests' order."""
+
+    def __init__(self):
+        self.cache_hook = None
+
+    def tok_encode(self, text):
+        return [ord(c) for c in text]
+
+    def _model_generate(self, requests, generate=False, sampling_params=None):
+        return [SimpleNamespace(prompt_token_ids=list(ids), num_cached_tokens=len(ids) // 2,
+                                outputs=[SimpleNamespace(text="é" * len(ids), token_ids=list(range(len(ids) + 1)))])
+                for ids in requests]
+
+    def generate_until(self, requests, disable_tqdm=False):
+        order = sorted(range(len(requests)), key=lambda i: -len(requests[i].args[0]))
+        outs = self._model_generate([self.tok_encode(requests[i].args[0]) for i in order], generate=True)
+        texts = [None] * len(requests)
+        for i, o in zip(order, outs):
+            texts[i] = o.outputs[0].text[:-1]  # lm-eval's text: cut where a stop sequence was
+        return texts
+
+
+def test_vllm_answers_carry_the_engines_own_counts_paired_by_prompt():
+    from lm_eval.api.instance import Instance
+
+    model = VLLM()
+    before = (dict(vars(model)), dict(vars(VLLM)))
+    assert b.EngineOutputs.observes(model) and b.backend_of(model).reports_usage
+    requests = [Instance("generate_until", {}, (ctx, {}), i) for i, ctx in enumerate(["ab", "abcd", "ab", "a"])]
+    answers = b.EngineOutputs.generate(model, requests, disable_tqdm=True)
+    assert [str(a) for a in answers] == ["é", "ééé", "é", ""]
+    # the generated tokens as vLLM counted them (one more than a count of the text would say)
+    assert [a.meta for a in answers] == [
+        {"tokens": 3, "prompt_tokens": 2, "cached_prompt_tokens": 1}, {"tokens": 5, "prompt_tokens": 4,
+                                                                       "cached_prompt_tokens": 2},
+        {"tokens": 3, "prompt_tokens": 2, "cached_prompt_tokens": 1}, {"tokens": 2, "prompt_tokens": 1,
+                                                                       "cached_prompt_tokens": 0}]
+    assert (dict(vars(model)), dict(vars(VLLM))) == before  # lm-eval's method ran on a stand-in
+    assert Answer.from_json(answers[1].to_json()).meta == answers[1].meta
+    # a forced length it reports as not reached is not forced
+    assert b.answer(model, b.backend_of(model), answers[0], 64, "system").meta["forced_length"] is False
+    # a sweep's answer cache standing in for generate_until: its own path, no counts
+    vars(model)["generate_until"] = lambda requests, **kw: ["x"] * len(requests)
+    assert not b.EngineOutputs.observes(model)
 
 
 def test_answers_record_forced_length_tokens_and_placement():

@@ -20,9 +20,12 @@ lm-eval's chat models (``hf``, ``vllm``, ``sglang``, ``local-chat-completions``,
   of ``min_tokens`` (which holds back one end token only). Whether a backend really forces
   is checked before a run (``drift_eval.plugin.wrapper``).
 * **What came back.** Every answer to a drift request comes back as an ``Answer`` with
-  ``tokens`` (the server's own count where it reports one, else the model tokenizer's count
+  ``tokens`` (the engine's own count where it reports one, else the model tokenizer's count
   of the text), ``forced_length`` (when a length was asked: whether the backend forced it;
-  a server that reports fewer tokens than asked did not) and ``instruction_placement``.
+  a backend that reports fewer tokens than asked did not) and ``instruction_placement``.
+  The engine's counts come from a chat-completions server's ``usage`` (``with_server_counts``)
+  and from vLLM's ``RequestOutput`` (``EngineOutputs``: the generated tokens, the prompt's
+  tokens and those its prefix cache served).
 
 ``drift_eval.plugin.wrapper`` applies this to the drift requests of a run, and only to them.
 """
@@ -41,7 +44,7 @@ class Backend:
     model: str                 # lm-eval's model name, for messages and docs
     length_kwarg: str | None   # the backend's own name for a minimum generation length; None: cannot force
     chat_api: bool = False     # sends chat messages to a server (needs --apply_chat_template)
-    reports_usage: bool = False  # the server reports how many tokens it generated
+    reports_usage: bool = False  # the engine reports how many tokens it generated
     end_kwarg: str | None = None  # how the model's end-of-turn tokens go with a forced length (above)
 
 
@@ -50,7 +53,7 @@ class Backend:
 BACKENDS = {
     "HFDriftLM": Backend("hf-drift", "min_new_tokens", end_kwarg="eos_token_id"),
     "HFLM": Backend("hf", "min_new_tokens", end_kwarg="eos_token_id"),
-    "VLLM": Backend("vllm", "min_tokens", end_kwarg="stop_token_ids"),
+    "VLLM": Backend("vllm", "min_tokens", reports_usage=True, end_kwarg="stop_token_ids"),
     "SGLangLM": Backend("sglang", "min_new_tokens", end_kwarg="stop_token_ids"),
     "OpenAIChatCompletion": Backend("openai-chat-completions", None, chat_api=True, reports_usage=True),
     "OpenAICompletionsAPI": Backend("openai-completions", None),
@@ -157,6 +160,58 @@ def answer(lm, backend: Backend, out, asked: int, where: str | None) -> Answer:
     if where is not None:
         meta.setdefault("instruction_placement", where)
     return Answer(str(out), **meta)
+
+
+class EngineOutputs:
+    """A stand-in for lm-eval's ``vllm`` model during one ``generate_until`` call: lm-eval's
+    own method runs on it unchanged (``generate``), every attribute is the model's, and only
+    ``_model_generate`` is its own: it calls the model's and keeps the engine's outputs
+    (vLLM's ``RequestOutput``: the prompt's token ids, the generated token ids, the tokens
+    its prefix cache served), which lm-eval reduces to text. Neither the model nor its class
+    is changed."""
+
+    def __init__(self, model):
+        self._model = model
+        self._outputs: list = []
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in ("_model", "_outputs"):
+            raise AttributeError(name)
+        return getattr(self._model, name)
+
+    def _model_generate(self, requests, *args, **kwargs):
+        outputs = self._model._model_generate(requests, *args, **kwargs)
+        self._outputs.extend(outputs)
+        return outputs
+
+    @classmethod
+    def observes(cls, model) -> bool:
+        """Whether ``generate`` can observe ``model``: lm-eval's vLLM model (or a subclass)
+        whose ``generate_until`` is its class's own (a sweep's answer cache may stand in)."""
+        return (backend_of(model).model == "vllm" and callable(getattr(type(model), "_model_generate", None))
+                and "generate_until" not in vars(model))
+
+    @classmethod
+    def generate(cls, model, requests, **kwargs) -> list:
+        """``model.generate_until(requests)``, each text as an ``Answer`` with vLLM's counts
+        (paired with its request by the prompt's token ids; a text it cannot pair, for a
+        prompt that lm-eval truncated, is returned as it is)."""
+        observer = cls(model)
+        texts = type(model).generate_until(observer, requests, **kwargs)
+        by_prompt: dict = {}
+        for o in observer._outputs:
+            by_prompt.setdefault(tuple(o.prompt_token_ids or ()), []).append(o)
+        out = []
+        for request, text in zip(requests, texts):
+            found = by_prompt.get(tuple(model.tok_encode(request.args[0])))
+            if not found or not isinstance(text, str):
+                out.append(text)
+                continue
+            o = found.pop(0)
+            cached = getattr(o, "num_cached_tokens", None)
+            out.append(Answer(text, tokens=len(o.outputs[0].token_ids), prompt_tokens=len(o.prompt_token_ids),
+                              **({"cached_prompt_tokens": int(cached)} if isinstance(cached, int) else {})))
+        return out
 
 
 def with_server_counts(texts: list, responses) -> list:

@@ -14,7 +14,8 @@ On a model that carries conversations between turns (``conversation_cache=on|aut
 ``hf-drift`` or lm-eval's ``hf``: ``DriftLM.carried_conversations``,
 ``drift_eval.plugin.carry``), each turn's prompts are named
 with their conversation, so that a turn prefills only what follows the part of its prompt
-that conversation already computed. An assistant turn whose prompt had to be re-encoded in
+that conversation already computed. On an engine that reports how many prompt tokens its
+own prefix cache served (vLLM), one log line sums them over the generated turns. An assistant turn whose prompt had to be re-encoded in
 full although its conversation held a cache (the earlier prompt was not a prefix of it)
 says ``"cache_reused": false`` in the logged conversation; nothing is added otherwise.
 """
@@ -25,6 +26,7 @@ from contextlib import nullcontext
 from drift_eval.conversation import ConversationSpec, dump_messages
 from drift_eval.errors import DriftUsageError
 from drift_eval.logs import log
+from drift_eval.plugin.answers import meta_of
 from drift_eval.plugin.chat import keep_instruction
 
 
@@ -39,6 +41,12 @@ def run_conversations(drift_lm, requests, progress=None) -> list[list[dict]]:
     if store is not None:
         log.info(f"conversation cache: {store.carried} of {store.positions} prompt positions of {len(specs)} "
                  f"conversations came from the carried keys and values")
+    served = [meta_of(m["content"]) for h in histories for m in h if m["role"] == "assistant"]
+    served = [m for m in served if isinstance(m.get("cached_prompt_tokens"), int)]
+    if served:  # an engine that reports its prefix cache's work (vLLM)
+        log.info(f"prefix cache: {sum(m['cached_prompt_tokens'] for m in served)} of "
+                 f"{sum(m.get('prompt_tokens') or 0 for m in served)} prompt tokens of {len(served)} generated turns "
+                 f"of {len(specs)} conversations came from the engine's prefix cache")
     for i, at in re_encoded:  # after every turn is rendered: the template never sees the mark
         histories[i][at]["cache_reused"] = False
     return histories

