@@ -85,7 +85,8 @@ def main(argv=None) -> int:
     ratios = [h / v for h, v in zip(times["hf"], times["vllm"])]
     same = sum(a == b for a, b in zip(tokens["hf"], tokens["vllm"]))
     result = {
-        "command": "python benchmarks/vllm_speed.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": f"python benchmarks/vllm_speed.py --new-tokens {n} --rounds {args.rounds}",
+        "environment": "./setup.sh --vllm; VLLM_TARGET_DEVICE=cpu VLLM_ENABLE_V1_MULTIPROCESSING=0 OMP_NUM_THREADS=1",
         "model": "SmolLM2-135M-Instruct (float32)", "requests": len(USERS), "new_tokens": n,
         "threads": torch.get_num_threads(), "rounds": args.rounds,
         "hf_seconds": times["hf"], "vllm_seconds": times["vllm"],

@@ -37,6 +37,7 @@ import weakref
 from drift_eval import inert
 from drift_eval.errors import DriftUsageError
 from drift_eval.plugin import backends, chat, servers
+from drift_eval.plugin.answers import meta_of
 from drift_eval.plugin.chat import InstructionKeeping, probe
 from drift_eval.plugin.request_types import CONVERSATION, TYPES
 from drift_eval.settings import CONVERSATION_CACHE_MB, conversation_cache_setting
@@ -210,9 +211,9 @@ class DriftLM:
     def check_forcing(self, tasks) -> None:
         """One line, before any document, unless the backend forces a minimum length: one
         short forced request (``FORCING_PROMPT``, whose natural answer is one word, with a
-        minimum of ``FORCING_TOKENS`` tokens) must come back at least that long (80% of it:
-        a count made again from the text may differ by a few tokens; a backend that cannot
-        count the tokens passes). Checked once per model object (a sweep's settings share
+        minimum of ``FORCING_TOKENS`` tokens) must come back that long by the engine's own
+        count (vLLM, a server's ``usage``), or 80% of it by a count made again from the text,
+        which may differ by a few tokens (a backend that cannot count the tokens passes). Checked once per model object (a sweep's settings share
         it)."""
         known = _forcing.get(self.model)
         if known is None:
@@ -244,9 +245,11 @@ class DriftLM:
             with _server_counts(self.model, self.backend):
                 # the model's own method: a sweep's answer cache on the instance neither stores nor counts it
                 outputs = type(self.model).generate_until(self.model, sent, disable_tqdm=True)
+        # the engine's own count must reach the length; a count made again from the text may differ by a few
+        reported = backend.reports_usage and isinstance(meta_of(outputs[0]).get("tokens"), int)
         [answer] = self._answers(outputs, plan)
         tokens = answer.meta.get("tokens")
-        if tokens is None or tokens >= 0.8 * FORCING_TOKENS:
+        if tokens is None or tokens >= (FORCING_TOKENS if reported else 0.8 * FORCING_TOKENS):
             return ""
         sent_as = {k: v for k, v in sent[0].args[1].items() if k not in ("until", "do_sample", "temperature")}
         said = inert.terminal(str(answer)[:60], one_line=True)
