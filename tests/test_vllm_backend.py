@@ -17,8 +17,9 @@ from helpers import LM_EVAL, results_of, run_lm_eval, samples_of
 
 REQUIRED = os.environ.get("DRIFT_REQUIRE_VLLM") == "1"
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
-if REQUIRED and not HAVE_VLLM:
-    raise RuntimeError("DRIFT_REQUIRE_VLLM=1 but vllm cannot be imported here: run ./setup.sh --vllm first")
+if REQUIRED and (not HAVE_VLLM or LM_EVAL is None):
+    raise RuntimeError("DRIFT_REQUIRE_VLLM=1 but vllm or the lm_eval command is missing here: run ./setup.sh --vllm "
+                       "first")
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not HAVE_VLLM, reason="vLLM is not installed here (./setup.sh --vllm)"),
               pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")]
