@@ -12,7 +12,10 @@ the same n-grams. ``tests/test_langid.py`` checks both, and the verdicts, agains
 langdetect's own classes on every committed answer and on generated text.
 
 It also keeps a factory of its own (langdetect's profiles, seed 0) instead of setting the
-seed on langdetect's ``DetectorFactory`` class for every caller in the process.
+seed on langdetect's ``DetectorFactory`` class for every caller in the process. The
+metrics call ``detect`` here; ``langid.langdetect_lang``, langdetect's own path, stays
+unused until the segment rule next changes, because any edit of ``langid.py`` changes the
+rule's fingerprint, which only a fresh held-out draw may follow.
 """
 from __future__ import annotations
 
@@ -98,9 +101,15 @@ def clear_cache() -> None:
 
 
 def detect(text: str) -> str:
-    """langdetect's seeded verdict for ``text`` (``detect(text)`` with seed 0), or
-    ``unknown`` where it finds no features."""
+    """langdetect's seeded verdict for ``text`` (``detect(text)`` with seed 0); ``unknown``
+    for a text of fewer words than language ID reads (``langid.MIN_WORDS``) or where
+    langdetect finds no features."""
     from langdetect.lang_detect_exception import LangDetectException
+
+    from drift_eval.metrics import langid
+
+    if len(langid.WORD_RE.findall(text or "")) < langid.MIN_WORDS:
+        return UNKNOWN
 
     detector = _detector_class()(_factory())
     detector.append(text)

@@ -510,6 +510,11 @@ def langdetect_lang(text: str) -> str:
     """Seeded ``langdetect`` verdict (cross-check); ``unknown`` where it cannot decide."""
     if len(WORD_RE.findall(text or "")) < MIN_WORDS:
         return UNKNOWN
-    from drift_eval.metrics import crosscheck
+    from langdetect import DetectorFactory, detect
+    from langdetect.lang_detect_exception import LangDetectException
 
-    return crosscheck.detect(text)
+    DetectorFactory.seed = 0
+    try:
+        return detect(text)
+    except LangDetectException:
+        return UNKNOWN
