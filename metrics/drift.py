@@ -9,7 +9,7 @@ import functools
 import re
 import string
 
-from drift_eval.metrics import langid
+from drift_eval.metrics import crosscheck, langid
 from drift_eval.metrics.text import CJK, fold
 from drift_eval.metrics.values import ListValue
 
@@ -331,7 +331,7 @@ def score_response(text: str, instruction: str = "", lang: str = "fr", segment_s
     later = any(e != lang for e in prose[1:])
     _, second = langid.halves(text)
     second_lang = langid.identify(second).lang
-    detected = langid.langdetect_lang(text)
+    detected = crosscheck.detect(text)
     end, chars, tokens = meta.get("natural_end"), meta.get("natural_end_chars"), meta.get("tokens")
     ended = end is not None and chars is not None
     before = [x.entry for x in timeline_labels(text[:chars], lang, segment_size)] if ended and text[:chars] \

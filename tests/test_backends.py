@@ -208,6 +208,43 @@ def test_vllm_answers_carry_the_engines_own_counts_paired_by_prompt():
     assert not b.EngineOutputs.observes(model)
 
 
+class ReasoningVLLM(VLLM):
+    """The outline above for a reasoning model run with ``think_end_token``: the engine
+    generates a trace, the marker and the answer; lm-eval returns what follows the marker."""
+
+    think_end_token = "</t>"
+    TRACES = {"ab": "xyz</t>", "abcd": "", "abc": "never ends"}
+
+    def _model_generate(self, requests, generate=False, sampling_params=None):
+        out = []
+        for ids in requests:
+            raw = self.TRACES["".join(map(chr, ids))] + "é" * len(ids)
+            out.append(SimpleNamespace(prompt_token_ids=list(ids), num_cached_tokens=0,
+                                       outputs=[SimpleNamespace(text=raw, token_ids=self.tok_encode(raw))]))
+        return out
+
+    def generate_until(self, requests, disable_tqdm=False):
+        outs = self._model_generate([self.tok_encode(r.args[0]) for r in requests], generate=True)
+        return [o.outputs[0].text.split(self.think_end_token)[-1] for o in outs]
+
+
+def test_a_reasoning_models_count_is_of_its_visible_answer_and_the_trace_is_counted_apart():
+    from lm_eval.api.instance import Instance
+
+    model = ReasoningVLLM()
+    requests = [Instance("generate_until", {}, (ctx, {}), i) for i, ctx in enumerate(["ab", "abcd", "abc"])]
+    answers = b.EngineOutputs.generate(model, requests)
+    assert [str(a) for a in answers] == ["éé", "éééé", "never endsééé"]
+    assert answers[0].meta["tokens"] == 2 and answers[0].meta["trace_tokens"] == 3 + 4  # "xyz" and "</t>"
+    assert answers[1].meta["tokens"] == 4 and "trace_tokens" not in answers[1].meta
+    # it never ended its reasoning: lm-eval hands all of it on as the answer, and so it is counted
+    assert answers[2].meta["tokens"] == 13 and "trace_tokens" not in answers[2].meta
+    # the minimum counted the trace too: the visible answer fell short, and the sample says so
+    assert b.answer(model, b.backend_of(model), answers[0], 4, "system").meta["forced_length"] is False
+    assert b.answer(model, b.backend_of(model), answers[1], 4, "system").meta["forced_length"] is True
+    assert b.reasoning_marker(model) == [ord(c) for c in "</t>"] and b.reasoning_marker(VLLM()) == []
+
+
 def test_answers_record_forced_length_tokens_and_placement():
     usage = b.BACKENDS["LocalChatCompletion"]
     assert b.answer(None, usage, Answer("x", tokens=64), 64, "system").meta == {

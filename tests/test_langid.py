@@ -35,9 +35,11 @@ def test_mixed_text_segments_switch_language():
 
 
 def test_langdetect_cross_check_is_seeded_and_agrees():
-    assert langid.langdetect_lang(FR) == "fr"
-    assert langid.langdetect_lang(EN) == "en"
-    assert langid.langdetect_lang("") == langid.UNKNOWN
+    from drift_eval.metrics import crosscheck
+
+    assert crosscheck.detect(FR) == "fr" == langid.langdetect_lang(FR)
+    assert crosscheck.detect(EN) == "en" == langid.langdetect_lang(EN)
+    assert crosscheck.detect("") == langid.UNKNOWN == crosscheck.detect("Bonjour")
 
 
 def test_missing_model_file_is_a_clear_error(tmp_path):
@@ -52,3 +54,81 @@ def test_missing_model_file_is_a_clear_error(tmp_path):
     finally:
         langid.set_model_path(None)
     assert langid.identify(FR).lang == "fr"
+
+
+# ---------------------------------------------------------------- the cross-check's speed-up
+def _stock_and_ours(text):
+    """langdetect's own Detector and ``crosscheck``'s, each given ``text`` (the same
+    profiles, in the same order, seed 0)."""
+    from langdetect.detector import Detector
+
+    from drift_eval.metrics import crosscheck
+
+    factory = crosscheck._factory()
+    stock, ours = Detector(factory), crosscheck._detector_class()(factory)
+    stock.append(text)
+    ours.append(text)
+    return stock, ours
+
+
+def _same_steps(text):
+    stock, ours = _stock_and_ours(text)
+    assert ours.text == stock.text
+    stock.cleaning_text()
+    ours.cleaning_text()
+    assert ours.text == stock.text
+    assert ours._extract_ngrams() == stock._extract_ngrams()
+    from langdetect.lang_detect_exception import LangDetectException
+
+    def verdict(detector):
+        try:
+            return detector.detect()
+        except LangDetectException:
+            return "unknown"
+
+    stock, ours = _stock_and_ours(text)
+    assert verdict(ours) == verdict(stock)
+
+
+def test_the_cross_checks_faster_reading_gives_langdetects_own_steps_on_committed_answers():
+    import glob
+    import json
+    import os
+
+    root = os.path.join(os.path.dirname(__file__), "..", "docs", "results")
+    texts = []
+    for path in sorted(glob.glob(os.path.join(root, "**", "samples_*single*.jsonl"), recursive=True)):
+        with open(path, encoding="utf-8") as fh:
+            texts += [json.loads(line)["resps"][0][0] for line in fh]
+    assert len(texts) > 1000
+    for text in texts[::25]:  # every language and model of the committed runs
+        _same_steps(text)
+
+
+def test_the_cross_checks_faster_reading_gives_langdetects_own_steps_on_generated_text():
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    pieces = st.sampled_from(["Le chat", "ÉCOLE", "NASA", "ＡＢ", "Привет мир", "你好世界", "こんにちは", "مرحبا",
+                              "नमस्ते", "Việt Nam", "ş ţ ș ț", "https://x.org/a?b=c", "a.b@c.de", " ", "  ", "\n",
+                              ",", "—", "…", "0123", "[]^_`", "\u0300", "\u1e00", "ǅ", "ß", "İ"])
+    text = st.one_of(st.text(max_size=300), st.lists(pieces, max_size=60).map("".join),
+                     st.lists(st.one_of(pieces, st.text(max_size=5)), max_size=40).map("".join))
+
+    @settings(max_examples=150, derandomize=True, database=None, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(text)
+    def check(t):
+        _same_steps(t)
+
+    check()
+
+
+def test_the_cross_check_leaves_langdetects_shared_factory_alone():
+    from langdetect import DetectorFactory
+
+    from drift_eval.metrics import crosscheck
+
+    before = DetectorFactory.seed
+    crosscheck.detect(FR)
+    assert DetectorFactory.seed == before

@@ -16,6 +16,8 @@ backend knows about it:
 * ``prompt_tokens`` and ``cached_prompt_tokens``: the prompt's length in tokens, and how
   many of them the engine took from its prefix cache instead of computing them (vLLM's
   ``RequestOutput.num_cached_tokens``); absent where the backend does not report them;
+* ``trace_tokens``: a reasoning model's tokens before the end of its reasoning (lm-eval's
+  ``think_end_token``), which ``tokens`` leaves out (vLLM); absent elsewhere;
 * ``instruction_placement``: where the task's system prompt sat in the prompt: ``system``
   (the system turn), ``user`` (the top of the first user message, for a chat template
   without a system role) or ``plain`` (a prompt rendered without a chat template); see
@@ -27,7 +29,7 @@ rebuild with ``from_json`` (JSON only: nothing is unpickled).
 from __future__ import annotations
 
 FIELDS = ("tokens", "forced_length", "natural_end", "natural_end_chars", "prompt_tokens", "cached_prompt_tokens",
-          "instruction_placement")
+          "trace_tokens", "instruction_placement")
 PLACEMENTS = ("system", "user", "plain")
 
 
@@ -54,7 +56,7 @@ class Answer(str):
         if not isinstance(obj, dict) or not isinstance(obj.get("text"), str) or set(obj) - {"text", *FIELDS}:
             raise ValueError("not an answer record")
         meta = {k: obj[k] for k in FIELDS if k in obj}
-        for k in ("tokens", "natural_end", "natural_end_chars", "prompt_tokens", "cached_prompt_tokens"):
+        for k in ("tokens", "natural_end", "natural_end_chars", "prompt_tokens", "cached_prompt_tokens", "trace_tokens"):
             if meta.get(k) is not None and (isinstance(meta[k], bool) or not isinstance(meta[k], int)):
                 raise ValueError(f"answer field {k} must be an integer or null")
         if "forced_length" in meta and not isinstance(meta["forced_length"], bool):

@@ -25,7 +25,11 @@ lm-eval's chat models (``hf``, ``vllm``, ``sglang``, ``local-chat-completions``,
   a backend that reports fewer tokens than asked did not) and ``instruction_placement``.
   The engine's counts come from a chat-completions server's ``usage`` (``with_server_counts``)
   and from vLLM's ``RequestOutput`` (``EngineOutputs``: the generated tokens, the prompt's
-  tokens and those its prefix cache served).
+  tokens and those its prefix cache served). For a reasoning model run with lm-eval's
+  ``think_end_token``, lm-eval returns the text after the end of reasoning, so ``tokens``
+  counts that visible answer and ``trace_tokens`` the reasoning before it: a forced minimum
+  counts both, and an answer left shorter than the length asked says ``forced_length``
+  false.
 
 ``drift_eval.plugin.wrapper`` applies this to the drift requests of a run, and only to them.
 """
@@ -198,6 +202,7 @@ class EngineOutputs:
         prompt that lm-eval truncated, is returned as it is)."""
         observer = cls(model)
         texts = type(model).generate_until(observer, requests, **kwargs)
+        marker = reasoning_marker(model)
         by_prompt: dict = {}
         for o in observer._outputs:
             by_prompt.setdefault(tuple(o.prompt_token_ids or ()), []).append(o)
@@ -209,9 +214,49 @@ class EngineOutputs:
                 continue
             o = found.pop(0)
             cached = getattr(o, "num_cached_tokens", None)
-            out.append(Answer(text, tokens=len(o.outputs[0].token_ids), prompt_tokens=len(o.prompt_token_ids),
-                              **({"cached_prompt_tokens": int(cached)} if isinstance(cached, int) else {})))
+            meta = {"prompt_tokens": len(o.prompt_token_ids)}
+            if isinstance(cached, int):
+                meta["cached_prompt_tokens"] = int(cached)
+            generated = list(o.outputs[0].token_ids)
+            split = _after_reasoning(generated, marker)
+            if split is None:
+                end = getattr(model, "think_end_token", None)
+                if isinstance(end, str) and end not in (o.outputs[0].text or ""):
+                    split = 0  # it never ended its reasoning: lm-eval returns all of it, as the answer
+                else:  # written in other tokens than the marker's: counted from the visible text
+                    out.append(Answer(text, **meta))
+                    continue
+            if split:
+                meta["trace_tokens"] = split
+            out.append(Answer(text, tokens=len(generated) - (split or 0), **meta))
         return out
+
+
+def reasoning_marker(model) -> list[int]:
+    """The token ids of lm-eval's ``think_end_token`` of ``model`` (an id, or a string its
+    tokenizer encodes), or [] where it has none: lm-eval then returns only the text after
+    the last such marker, the visible answer."""
+    end = getattr(model, "think_end_token", None)
+    if isinstance(end, int) and not isinstance(end, bool):
+        return [end]
+    if not isinstance(end, str) or not end:
+        return []
+    tok = getattr(model, "tokenizer", None)
+    if callable(getattr(tok, "encode", None)):
+        return list(tok.encode(end, add_special_tokens=False))
+    return list(model.tok_encode(end))
+
+
+def _after_reasoning(ids: list, marker: list) -> int | None:
+    """Where the visible answer starts in the generated ``ids``: after the last ``marker``
+    (0 with no marker asked); None where the marker's ids are not among them."""
+    if not marker:
+        return 0
+    n = len(marker)
+    for start in range(len(ids) - n, -1, -1):
+        if ids[start:start + n] == marker:
+            return start + n
+    return None
 
 
 def with_server_counts(texts: list, responses) -> list:

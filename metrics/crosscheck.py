@@ -1,0 +1,119 @@
+"""The seeded ``langdetect`` cross-check, with langdetect's own verdicts in less time.
+
+langdetect (1.0.9) reads a text one character at a time in pure Python: ``append`` copies
+it character by character, ``cleaning_text`` counts its scripts, and ``_extract_ngrams``
+runs every character through ``NGram.add_char``, which looks up the character's Unicode
+block each time. On a forced 2 048-token answer that is about three quarters of the
+cross-check's time. ``Detector`` here is langdetect's ``Detector`` with those three steps
+written over whole strings (regular expressions, and one ``NGram.normalize`` call per
+distinct character), so that it reaches langdetect's own sampling (``_detect_block``,
+untouched: the same seeded random draws over the same n-gram list) with the same text and
+the same n-grams. ``tests/test_langid.py`` checks both, and the verdicts, against
+langdetect's own classes on every committed answer and on generated text.
+
+It also keeps a factory of its own (langdetect's profiles, seed 0) instead of setting the
+seed on langdetect's ``DetectorFactory`` class for every caller in the process. The
+metrics call ``detect`` here; ``langid.langdetect_lang``, langdetect's own path, stays
+unused until the segment rule next changes, because any edit of ``langid.py`` changes the
+rule's fingerprint, which only a fresh held-out draw may follow.
+"""
+from __future__ import annotations
+
+import functools
+import re
+
+UNKNOWN = "unknown"
+_SPACES = re.compile(" {2,}")
+_LATIN = re.compile("[A-z]")             # langdetect's 'A' <= ch <= 'z' (the six signs between included)
+_NON_LATIN = re.compile("[\u0300-\U0010ffff]")  # ch >= U+0300; langdetect's block test beside it is never false
+_LATIN_OUT = re.compile("[A-z]+")
+WORDS_CACHED = 1 << 16  # distinct (word, followed by a space) pairs whose n-grams are kept
+
+
+@functools.lru_cache(maxsize=1)
+def _factory():
+    from langdetect.detector_factory import PROFILES_DIRECTORY, DetectorFactory
+
+    factory = DetectorFactory()
+    factory.load_profile(PROFILES_DIRECTORY)
+    factory.set_seed(0)
+    return factory
+
+
+@functools.lru_cache(maxsize=1)
+def _detector_class():
+    from langdetect.detector import Detector as Stock
+    from langdetect.utils.ngram import NGram
+
+    class Detector(Stock):
+        def append(self, text):
+            text = self.URL_RE.sub(" ", text)
+            text = self.MAIL_RE.sub(" ", text)
+            text = NGram.normalize_vi(text)
+            # langdetect keeps a space only where the character before it (in the text, up to
+            # max_text_length characters) is not one
+            self.text += _SPACES.sub(" ", text[:self.max_text_length])
+
+        def cleaning_text(self):
+            if len(_LATIN.findall(self.text)) * 2 < len(_NON_LATIN.findall(self.text)):
+                self.text = _LATIN_OUT.sub("", self.text)
+
+        def _extract_ngrams(self):
+            # NGram.add_char starts afresh after every space, so the n-grams come word by word:
+            # a word's are those of ' ' + word (+ ' ' where a space follows it), the same
+            # wherever it recurs in the text
+            text = self.text.translate(_table(self.text))
+            pieces = text.split(" ")
+            result: list = []
+            for i, word in enumerate(pieces):
+                if word:
+                    result.extend(word_ngrams(word, i < len(pieces) - 1))
+            return result
+
+    def _table(text):
+        for ch in set(text) - table.keys():
+            table[ch] = NGram.normalize(ch)
+        return {ord(ch): table[ch] for ch in set(text)}
+
+    table: dict = {}
+    known = _factory().word_lang_prob_map
+
+    @functools.lru_cache(maxsize=WORDS_CACHED)
+    def word_ngrams(word: str, spaced: bool) -> tuple:
+        s = f" {word} " if spaced else f" {word}"
+        out = []
+        for i in range(1, len(s)):
+            if s[i].isupper() and s[i - 1].isupper():  # langdetect skips the inside of capitalised words
+                continue
+            for n in range(1, min(3, i + 1) + 1):
+                w = s[i + 1 - n:i + 1]
+                if w != " " and w in known:
+                    out.append(w)
+        return tuple(out)
+
+    Detector.word_ngrams = staticmethod(word_ngrams)
+    return Detector
+
+
+def clear_cache() -> None:
+    """Forget the words' n-grams read so far (benchmarks time a cold start with it)."""
+    _detector_class().word_ngrams.cache_clear()
+
+
+def detect(text: str) -> str:
+    """langdetect's seeded verdict for ``text`` (``detect(text)`` with seed 0); ``unknown``
+    for a text of fewer words than language ID reads (``langid.MIN_WORDS``) or where
+    langdetect finds no features."""
+    from langdetect.lang_detect_exception import LangDetectException
+
+    from drift_eval.metrics import langid
+
+    if len(langid.WORD_RE.findall(text or "")) < langid.MIN_WORDS:
+        return UNKNOWN
+
+    detector = _detector_class()(_factory())
+    detector.append(text)
+    try:
+        return detector.detect()
+    except LangDetectException:
+        return UNKNOWN
