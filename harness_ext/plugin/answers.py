@@ -30,6 +30,7 @@ from __future__ import annotations
 
 FIELDS = ("tokens", "forced_length", "natural_end", "natural_end_chars", "prompt_tokens", "cached_prompt_tokens",
           "trace_tokens", "instruction_placement")
+COUNTS = ("tokens", "natural_end", "natural_end_chars", "prompt_tokens", "cached_prompt_tokens", "trace_tokens")
 PLACEMENTS = ("system", "user", "plain")
 
 
@@ -56,7 +57,7 @@ class Answer(str):
         if not isinstance(obj, dict) or not isinstance(obj.get("text"), str) or set(obj) - {"text", *FIELDS}:
             raise ValueError("not an answer record")
         meta = {k: obj[k] for k in FIELDS if k in obj}
-        for k in ("tokens", "natural_end", "natural_end_chars", "prompt_tokens", "cached_prompt_tokens", "trace_tokens"):
+        for k in COUNTS:
             if meta.get(k) is not None and (isinstance(meta[k], bool) or not isinstance(meta[k], int)):
                 raise ValueError(f"answer field {k} must be an integer or null")
         if "forced_length" in meta and not isinstance(meta["forced_length"], bool):

@@ -14,10 +14,11 @@ On a model that carries conversations between turns (``conversation_cache=on|aut
 ``hf-drift`` or lm-eval's ``hf``: ``DriftLM.carried_conversations``,
 ``drift_eval.plugin.carry``), each turn's prompts are named
 with their conversation, so that a turn prefills only what follows the part of its prompt
-that conversation already computed. On an engine that reports how many prompt tokens its
-own prefix cache served (vLLM), one log line sums them over the generated turns. An assistant turn whose prompt had to be re-encoded in
+that conversation already computed. An assistant turn whose prompt had to be re-encoded in
 full although its conversation held a cache (the earlier prompt was not a prefix of it)
-says ``"cache_reused": false`` in the logged conversation; nothing is added otherwise.
+says ``"cache_reused": false`` in the logged conversation; nothing is added otherwise. On
+an engine that reports how many prompt tokens its own prefix cache served (vLLM), one log
+line sums them over the generated turns.
 """
 from __future__ import annotations
 

@@ -213,8 +213,8 @@ class DriftLM:
         short forced request (``FORCING_PROMPT``, whose natural answer is one word, with a
         minimum of ``FORCING_TOKENS`` tokens) must come back that long by the engine's own
         count (vLLM, a server's ``usage``), or 80% of it by a count made again from the text,
-        which may differ by a few tokens (a backend that cannot count the tokens passes). Checked once per model object (a sweep's settings share
-        it)."""
+        which may differ by a few tokens (a backend that cannot count the tokens passes).
+        Checked once per model object (a sweep's settings share it)."""
         known = _forcing.get(self.model)
         if known is None:
             known = _forcing[self.model] = self._forcing_problem()
@@ -249,6 +249,8 @@ class DriftLM:
         reported = backend.reports_usage and isinstance(meta_of(outputs[0]).get("tokens"), int)
         [answer] = self._answers(outputs, plan)
         tokens = answer.meta.get("tokens")
+        if tokens is not None:  # a reasoning model's minimum counts its trace too (backends.EngineOutputs)
+            tokens += answer.meta.get("trace_tokens") or 0
         if tokens is None or tokens >= (FORCING_TOKENS if reported else 0.8 * FORCING_TOKENS):
             return ""
         sent_as = {k: v for k, v in sent[0].args[1].items() if k not in ("until", "do_sample", "temperature")}
