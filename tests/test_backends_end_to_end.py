@@ -109,3 +109,25 @@ def test_incompatible_pairs_stop_with_one_line_before_any_work(no_template_dir, 
     assert last_line(r.stderr).startswith(needle), r.stderr[-2000:]
     assert "Traceback" not in r.stderr
     assert "Building contexts" not in r.stderr and "Running generate_until" not in r.stderr  # before any work
+
+
+def test_a_reasoning_models_answer_cut_short_by_its_trace_is_not_called_forced(smollm2_dir, tmp_path):
+    """lm-eval's ``think_end_token`` on ``hf``: lm-eval scores only what follows the last
+    end-of-reasoning marker, while the forced minimum held back trace and answer together.
+    The bundled model has no reasoning markers, so the comma stands in for one: each answer
+    is then the text after its last comma, and one that lost tokens to its "trace" must say
+    it was not forced to the length."""
+    from transformers import AutoTokenizer
+
+    comma = AutoTokenizer.from_pretrained(smollm2_dir).convert_tokens_to_ids(",")
+    out = tmp_path / "out"
+    r = run_lm_eval(["--model", "hf", "--model_args", f"pretrained={smollm2_dir},think_end_token={comma}",
+                     "--tasks", "drift_french_single", "--apply_chat_template", "--limit", "2",
+                     "--gen_kwargs", "max_gen_toks=48", "--batch_size", "2", "--device", "cpu",
+                     "--output_path", out, "--log_samples"])
+    assert r.returncode == 0, r.stderr[-3000:]  # the check before the run counts the trace with the answer
+    samples = samples_of(out, "drift_french_single")
+    cut = [s for s in samples if s["answer_tokens"] < 40]
+    assert cut, [s["resps"] for s in samples]  # 48 tokens of prose hold a comma
+    for s in samples:
+        assert s["forced_length"] == (0.0 if s in cut else 1.0), (s["answer_tokens"], s["resps"])

@@ -26,10 +26,10 @@ lm-eval's chat models (``hf``, ``vllm``, ``sglang``, ``local-chat-completions``,
   The engine's counts come from a chat-completions server's ``usage`` (``with_server_counts``)
   and from vLLM's ``RequestOutput`` (``EngineOutputs``: the generated tokens, the prompt's
   tokens and those its prefix cache served). For a reasoning model run with lm-eval's
-  ``think_end_token``, lm-eval returns the text after the end of reasoning, so ``tokens``
-  counts that visible answer and ``trace_tokens`` the reasoning before it: a forced minimum
-  counts both, and an answer left shorter than the length asked says ``forced_length``
-  false.
+  ``think_end_token`` (vLLM, ``hf``), lm-eval returns the text after the end of reasoning,
+  so ``tokens`` counts that visible answer and ``trace_tokens`` the reasoning before it: a
+  forced minimum counts both, and an answer left shorter than the length asked says
+  ``forced_length`` false.
 
 ``drift_eval.plugin.wrapper`` applies this to the drift requests of a run, and only to them.
 """
@@ -160,6 +160,9 @@ def answer(lm, backend: Backend, out, asked: int, where: str | None) -> Answer:
         meta["tokens"] = count_tokens(lm, out)
     if asked and "forced_length" not in meta:
         short = backend.reports_usage and isinstance(measured, int) and measured < asked
+        # a reasoning model's minimum held back its trace and answer together: the visible
+        # answer alone fell short of the length
+        short = short or (bool(meta.get("trace_tokens")) and isinstance(meta["tokens"], int) and meta["tokens"] < asked)
         meta["forced_length"] = backend.length_kwarg is not None and not short
     if where is not None:
         meta.setdefault("instruction_placement", where)
@@ -177,31 +180,45 @@ class EngineOutputs:
     def __init__(self, model):
         self._model = model
         self._outputs: list = []
+        self._batches: list = []  # hf: the prompts of each batch, in the order of its rows
 
     def __getattr__(self, name):
-        if name.startswith("__") or name in ("_model", "_outputs"):
+        if name.startswith("__") or name in ("_model", "_outputs", "_batches"):
             raise AttributeError(name)
         return getattr(self._model, name)
 
-    def _model_generate(self, requests, *args, **kwargs):
-        outputs = self._model._model_generate(requests, *args, **kwargs)
-        self._outputs.extend(outputs)
+    def tok_batch_encode(self, strings, *args, **kwargs):
+        self._batches.append(list(strings))
+        return self._model.tok_batch_encode(strings, *args, **kwargs)
+
+    def _model_generate(self, *args, **kwargs):
+        outputs = self._model._model_generate(*args, **kwargs)
+        context = kwargs.get("context")
+        if context is not None and self._batches:  # hf: one row per prompt, the prompt's tokens first
+            width = context.shape[1]
+            self._outputs.extend(zip(self._batches[-1], (row[width:].tolist() for row in outputs)))
+        else:
+            self._outputs.extend(outputs)
         return outputs
 
     @classmethod
     def observes(cls, model) -> bool:
-        """Whether ``generate`` can observe ``model``: lm-eval's vLLM model (or a subclass)
-        whose ``generate_until`` is its class's own (a sweep's answer cache may stand in)."""
-        return (backend_of(model).model == "vllm" and callable(getattr(type(model), "_model_generate", None))
-                and "generate_until" not in vars(model))
+        """Whether ``generate`` can observe ``model``: lm-eval's vLLM model, or its ``hf``
+        model run with ``think_end_token`` (or a subclass of either), whose
+        ``generate_until`` is its class's own (a sweep's answer cache may stand in)."""
+        name = backend_of(model).model
+        return ((name == "vllm" or (name == "hf" and reasoning_marker(model)))
+                and callable(getattr(type(model), "_model_generate", None)) and "generate_until" not in vars(model))
 
     @classmethod
     def generate(cls, model, requests, **kwargs) -> list:
-        """``model.generate_until(requests)``, each text as an ``Answer`` with vLLM's counts
-        (paired with its request by the prompt's token ids; a text it cannot pair, for a
-        prompt that lm-eval truncated, is returned as it is)."""
+        """``model.generate_until(requests)``, each text as an ``Answer`` with what the engine
+        reported (paired with its request by the prompt's token ids; a text it cannot pair,
+        for a prompt that lm-eval truncated, is returned as it is)."""
         observer = cls(model)
         texts = type(model).generate_until(observer, requests, **kwargs)
+        if backend_of(model).model == "hf":
+            return _hf_answers(model, requests, texts, observer._outputs)
         marker = reasoning_marker(model)
         by_prompt: dict = {}
         for o in observer._outputs:
@@ -230,6 +247,22 @@ class EngineOutputs:
                 meta["trace_tokens"] = split
             out.append(Answer(text, tokens=len(generated) - (split or 0), **meta))
         return out
+
+
+def _hf_answers(model, requests, texts, outputs) -> list:
+    """lm-eval's ``hf`` model with ``think_end_token``: the trace's tokens (``trace_tokens``)
+    from the generated ids, paired with each request by its prompt; the visible answer's
+    count is made from its text, as for any ``hf`` answer."""
+    marker = reasoning_marker(model)
+    by_prompt: dict = {}
+    for prompt, ids in outputs:
+        by_prompt.setdefault(prompt, []).append(ids)
+    out = []
+    for request, text in zip(requests, texts):
+        found = by_prompt.get(request.args[0])
+        split = _after_reasoning(found.pop(0), marker) if found and isinstance(text, str) else None
+        out.append(Answer(text, trace_tokens=split) if split else text)
+    return out
 
 
 def reasoning_marker(model) -> list[int]:
