@@ -213,14 +213,23 @@ class ReasoningVLLM(VLLM):
     generates a trace, the marker and the answer; lm-eval returns what follows the marker."""
 
     think_end_token = "</t>"
-    TRACES = {"ab": "xyz</t>", "abcd": "", "abc": "never ends"}
+    TRACES = {"ab": "xyz</t>", "abcd": "", "abc": "never ends", "abcde": "xy</t>"}
+    MERGED = 999  # one token for "xy</t>": the marker written inside another token
+
+    def __init__(self):
+        super().__init__()
+        self.tokenizer = SimpleNamespace(
+            encode=lambda text, add_special_tokens=False: self.tok_encode(text),
+            decode=lambda ids: "".join("xy</t>" if i == self.MERGED else chr(i) for i in ids))
 
     def _model_generate(self, requests, generate=False, sampling_params=None):
         out = []
         for ids in requests:
-            raw = self.TRACES["".join(map(chr, ids))] + "é" * len(ids)
+            prompt = "".join(map(chr, ids))
+            raw = self.TRACES[prompt] + "é" * len(ids)
+            tokens = [self.MERGED] + self.tok_encode(raw[6:]) if prompt == "abcde" else self.tok_encode(raw)
             out.append(SimpleNamespace(prompt_token_ids=list(ids), num_cached_tokens=0,
-                                       outputs=[SimpleNamespace(text=raw, token_ids=self.tok_encode(raw))]))
+                                       outputs=[SimpleNamespace(text=raw, token_ids=tokens)]))
         return out
 
     def generate_until(self, requests, disable_tqdm=False):
@@ -232,9 +241,12 @@ def test_a_reasoning_models_count_is_of_its_visible_answer_and_the_trace_is_coun
     from lm_eval.api.instance import Instance
 
     model = ReasoningVLLM()
-    requests = [Instance("generate_until", {}, (ctx, {}), i) for i, ctx in enumerate(["ab", "abcd", "abc"])]
+    requests = [Instance("generate_until", {}, (ctx, {}), i) for i, ctx in enumerate(["ab", "abcd", "abc", "abcde"])]
     answers = b.EngineOutputs.generate(model, requests)
-    assert [str(a) for a in answers] == ["éé", "éééé", "never endsééé"]
+    assert [str(a) for a in answers] == ["éé", "éééé", "never endsééé", "ééééé"]
+    # the marker inside another token: lm-eval cut the text there all the same; the answer is
+    # counted from its text and the trace is the rest
+    assert answers[3].meta["tokens"] == 5 and answers[3].meta["trace_tokens"] == 1
     assert answers[0].meta["tokens"] == 2 and answers[0].meta["trace_tokens"] == 3 + 4  # "xyz" and "</t>"
     assert answers[1].meta["tokens"] == 4 and "trace_tokens" not in answers[1].meta
     # it never ended its reasoning: lm-eval hands all of it on as the answer, and so it is counted

@@ -89,3 +89,21 @@ def test_vllm_answers_equal_the_hf_backends_in_float32(vllm_run, hf_run):
         by_doc = {s["doc_id"]: s["resps"] for s in samples_of(hf_run, task)}
         for s in samples_of(out, task):
             assert s["resps"] == by_doc[s["doc_id"]], (task, s["doc_id"])
+
+
+def test_vllm_answers_cut_short_by_a_reasoning_trace_are_not_called_forced(smollm2_dir, tmp_path):
+    """lm-eval's ``think_end_token`` on vLLM (the full stop stands in for an end-of-reasoning
+    marker: the bundled model has none, and lm-eval's --model_args cannot hold a comma):
+    lm-eval scores the text after the last full stop, and vLLM's count of that visible
+    answer says whether it still reached the forced length."""
+    out = tmp_path / "out"
+    args = f"pretrained={smollm2_dir},dtype=float32,distributed_executor_backend=uni,max_model_len=4096,seed=0"
+    r = run_lm_eval(["--model", "vllm", "--model_args", f"{args},think_end_token=.", "--tasks", "drift_french_single",
+                     "--apply_chat_template", "--limit", "2", "--gen_kwargs", f"max_gen_toks={TOKENS}",
+                     "--batch_size", "4", "--output_path", out, "--log_samples"], env_extra=VLLM_ENV, timeout=900)
+    assert r.returncode == 0, r.stderr[-4000:]
+    samples = samples_of(out, "drift_french_single")
+    cut = [s for s in samples if s["answer_tokens"] < TOKENS]
+    assert cut, [s["resps"] for s in samples]
+    for s in samples:
+        assert s["forced_length"] == (0.0 if s in cut else 1.0), (s["answer_tokens"], s["resps"])

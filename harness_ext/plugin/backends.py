@@ -234,18 +234,8 @@ class EngineOutputs:
             meta = {"prompt_tokens": len(o.prompt_token_ids)}
             if isinstance(cached, int):
                 meta["cached_prompt_tokens"] = int(cached)
-            generated = list(o.outputs[0].token_ids)
-            split = _after_reasoning(generated, marker)
-            if split is None:
-                end = getattr(model, "think_end_token", None)
-                if isinstance(end, str) and end not in (o.outputs[0].text or ""):
-                    split = 0  # it never ended its reasoning: lm-eval returns all of it, as the answer
-                else:  # written in other tokens than the marker's: counted from the visible text
-                    out.append(Answer(text, **meta))
-                    continue
-            if split:
-                meta["trace_tokens"] = split
-            out.append(Answer(text, tokens=len(generated) - (split or 0), **meta))
+            visible, trace = _visible(model, list(o.outputs[0].token_ids), text, marker)
+            out.append(Answer(text, tokens=visible, **meta, **({"trace_tokens": trace} if trace else {})))
         return out
 
 
@@ -260,9 +250,27 @@ def _hf_answers(model, requests, texts, outputs) -> list:
     out = []
     for request, text in zip(requests, texts):
         found = by_prompt.get(request.args[0])
-        split = _after_reasoning(found.pop(0), marker) if found and isinstance(text, str) else None
-        out.append(Answer(text, trace_tokens=split) if split else text)
+        trace = _visible(model, found.pop(0), text, marker)[1] if found and isinstance(text, str) else 0
+        out.append(Answer(text, trace_tokens=trace) if trace else text)
     return out
+
+
+def _visible(model, ids: list, text: str, marker: list) -> tuple[int, int]:
+    """(the visible answer's tokens, the trace's) among the generated ``ids`` whose visible
+    part lm-eval returned as ``text``. Where the marker's ids are not found although lm-eval
+    cut the text at it (the model wrote the marker string inside other tokens), the answer is
+    counted from its text and the trace is the rest; where the model never ended its
+    reasoning, lm-eval returns all of it, as the answer."""
+    split = _after_reasoning(ids, marker, model, text)
+    if split is not None:
+        return len(ids) - split, split
+    decode = getattr(getattr(model, "tokenizer", None), "decode", None)
+    end = getattr(model, "think_end_token", None)
+    if not (isinstance(end, str) and callable(decode) and end in decode(ids)):
+        return len(ids), 0
+    visible = count_tokens(model, text)
+    visible = len(ids) if visible is None else min(visible, len(ids))
+    return visible, max(1, len(ids) - visible)
 
 
 def reasoning_marker(model) -> list[int]:
@@ -280,14 +288,21 @@ def reasoning_marker(model) -> list[int]:
     return list(model.tok_encode(end))
 
 
-def _after_reasoning(ids: list, marker: list) -> int | None:
-    """Where the visible answer starts in the generated ``ids``: after the last ``marker``
-    (0 with no marker asked); None where the marker's ids are not among them."""
+def _after_reasoning(ids: list, marker: list, model=None, text: str = "") -> int | None:
+    """Where the visible answer ``text`` starts in the generated ``ids``: after the last
+    ``marker`` (0 with no marker asked); None where the marker's ids are not among them, or
+    where what follows them is not the text lm-eval returned (a marker string that the model
+    wrote inside other tokens: lm-eval splits the decoded text at its last occurrence)."""
     if not marker:
         return 0
     n = len(marker)
     for start in range(len(ids) - n, -1, -1):
         if ids[start:start + n] == marker:
+            decode = getattr(getattr(model, "tokenizer", None), "decode", None)
+            if callable(decode):
+                tail = decode(ids[start + n:]).lstrip()
+                if not (tail.startswith(text) or text.startswith(tail)):
+                    return None
             return start + n
     return None
 
