@@ -36,6 +36,25 @@ def answer_record(answer) -> dict:
             "natural_end_observed": float("natural_end" in meta) if meta.get("forced_length") else None}
 
 
+def trace_record(answer, lang: str) -> dict:
+    """A reasoning model's trace (lm-eval's ``think_end_token``; ``drift_eval.plugin.backends``),
+    scored on its own and never in the headline: ``trace_kept`` 1 where the trace is kept in
+    ``lang`` throughout, by the same rule as an answer; ``trace_left`` 1 where it is not kept
+    because it left ``lang`` (not for a loop or unreadable text); ``trace_tokens`` its length.
+    All are None for an answer without a trace; the first two also where its length is
+    known but not its text."""
+    meta = meta_of(answer)
+    tokens = meta.get("trace_tokens")
+    record = {"trace_tokens": float(tokens) if isinstance(tokens, int) else None, "trace_kept": None,
+              "trace_left": None}
+    trace = meta.get("trace")
+    if isinstance(trace, str):
+        timeline = [x.entry for x in drift.timeline_labels(trace, lang)]
+        record["trace_kept"] = float(drift.kept(timeline, lang))
+        record["trace_left"] = drift.cause_scores(timeline, lang)["not_kept_left"]
+    return record
+
+
 #: lm-eval aggregation of ``left_for``
 left_languages = drift.left_languages
 

@@ -248,6 +248,7 @@ def test_a_reasoning_models_count_is_of_its_visible_answer_and_the_trace_is_coun
     # counted from its text and the trace is the rest
     assert answers[3].meta["tokens"] == 5 and answers[3].meta["trace_tokens"] == 1
     assert answers[0].meta["tokens"] == 2 and answers[0].meta["trace_tokens"] == 3 + 4  # "xyz" and "</t>"
+    assert answers[0].meta["trace"] == "xyz" and answers[3].meta["trace"] == "xy"
     assert answers[1].meta["tokens"] == 4 and "trace_tokens" not in answers[1].meta
     # it never ended its reasoning: lm-eval hands all of it on as the answer, and so it is counted
     assert answers[2].meta["tokens"] == 13 and "trace_tokens" not in answers[2].meta

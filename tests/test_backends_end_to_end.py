@@ -131,3 +131,10 @@ def test_a_reasoning_models_answer_cut_short_by_its_trace_is_not_called_forced(s
     assert cut, [s["resps"] for s in samples]  # 48 tokens of prose hold a comma
     for s in samples:
         assert s["forced_length"] == (0.0 if s in cut else 1.0), (s["answer_tokens"], s["resps"])
+        if s in cut:  # the "trace" is scored on its own: its length, and whether it kept to French
+            assert s["trace_tokens"] > 0 and abs(s["trace_tokens"] + s["answer_tokens"] - 48) <= 2, s
+            assert s["trace_kept"] in (0.0, 1.0) and s["trace_left"] in (0.0, 1.0)
+        else:
+            assert s["trace_tokens"] is None and s["trace_kept"] is None
+    # the headline scores the visible answer only
+    assert all(s["drift_score"] == s["fully_french"] for s in samples)

@@ -201,3 +201,28 @@ def test_the_stretch_share_counts_runs_said_before_numbers_aside():
     assert stretch_shares([f"{words} onze douze", f"{words} treize"])[1] == 10 / 11  # "treize" is new
     assert loop_shares([words, words]) == [max(a, b) for a, b in zip(repeated_shares([words, words]),
                                                                       stretch_shares([words, words]))]
+
+
+def test_a_reasoning_trace_is_scored_on_its_own_and_never_in_the_headline():
+    from drift_eval.plugin.answers import Answer
+    from drift_eval.tasks import common
+    from drift_eval.tasks.drift_french import utils
+
+    french = ("Je voudrais vous expliquer comment fonctionne la photosynthèse chez les plantes vertes. "
+              "Les feuilles captent la lumière du soleil et la transforment en énergie chimique. "
+              "Cette énergie sert ensuite à fabriquer des sucres à partir de l'eau et du gaz carbonique. "
+              "Enfin, la plante rejette de l'oxygène dans l'air, ce qui permet aux animaux de respirer.")
+    english = ("Let me think about how to explain photosynthesis to the user in a simple way. "
+               "The leaves capture sunlight and turn it into chemical energy for the plant. "
+               "I should mention sugars, water and carbon dioxide, then the oxygen it releases. "
+               "The user asked a general question, so a short overview should be enough here.")
+    doc = {"system_prompt": "Answer only in French."}
+    left = utils.process_results(doc, [Answer(french, tokens=60, trace_tokens=90, trace=english)])
+    assert (left["trace_kept"], left["trace_left"], left["trace_tokens"]) == (0.0, 1.0, 90.0)
+    kept = utils.process_results(doc, [Answer(french, tokens=60, trace_tokens=90, trace=french)])
+    assert (kept["trace_kept"], kept["trace_left"]) == (1.0, 0.0)
+    # the headline reads the visible answer alone, whatever the trace did
+    assert left["drift_score"] == kept["drift_score"] == utils.process_results(doc, [french])["drift_score"] == 1.0
+    # no trace, or a trace whose text is not known: nothing to score
+    assert common.trace_record(french, "fr") == {"trace_tokens": None, "trace_kept": None, "trace_left": None}
+    assert common.trace_record(Answer(french, trace_tokens=5), "fr")["trace_kept"] is None

@@ -107,3 +107,5 @@ def test_vllm_answers_cut_short_by_a_reasoning_trace_are_not_called_forced(smoll
     assert cut, [s["resps"] for s in samples]
     for s in samples:
         assert s["forced_length"] == (0.0 if s in cut else 1.0), (s["answer_tokens"], s["resps"])
+        if s in cut:  # vLLM's counts: the trace and the visible answer make up the forced length
+            assert s["trace_tokens"] + s["answer_tokens"] == TOKENS and s["trace_kept"] in (0.0, 1.0), s

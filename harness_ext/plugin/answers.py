@@ -16,8 +16,9 @@ backend knows about it:
 * ``prompt_tokens`` and ``cached_prompt_tokens``: the prompt's length in tokens, and how
   many of them the engine took from its prefix cache instead of computing them (vLLM's
   ``RequestOutput.num_cached_tokens``); absent where the backend does not report them;
-* ``trace_tokens``: a reasoning model's tokens before the end of its reasoning (lm-eval's
-  ``think_end_token``), which ``tokens`` leaves out (vLLM); absent elsewhere;
+* ``trace_tokens`` and ``trace``: a reasoning model's tokens before the end of its reasoning
+  (lm-eval's ``think_end_token``), which ``tokens`` leaves out, and their text (the
+  reasoning itself); absent elsewhere;
 * ``instruction_placement``: where the task's system prompt sat in the prompt: ``system``
   (the system turn), ``user`` (the top of the first user message, for a chat template
   without a system role) or ``plain`` (a prompt rendered without a chat template); see
@@ -29,7 +30,7 @@ rebuild with ``from_json`` (JSON only: nothing is unpickled).
 from __future__ import annotations
 
 FIELDS = ("tokens", "forced_length", "natural_end", "natural_end_chars", "prompt_tokens", "cached_prompt_tokens",
-          "trace_tokens", "instruction_placement")
+          "trace_tokens", "trace", "instruction_placement")
 COUNTS = ("tokens", "natural_end", "natural_end_chars", "prompt_tokens", "cached_prompt_tokens", "trace_tokens")
 PLACEMENTS = ("system", "user", "plain")
 
@@ -62,6 +63,8 @@ class Answer(str):
                 raise ValueError(f"answer field {k} must be an integer or null")
         if "forced_length" in meta and not isinstance(meta["forced_length"], bool):
             raise ValueError("answer field forced_length must be true or false")
+        if "trace" in meta and not isinstance(meta["trace"], str):
+            raise ValueError("answer field trace must be text")
         if "instruction_placement" in meta and meta["instruction_placement"] not in PLACEMENTS:
             raise ValueError(f"answer field instruction_placement must be one of {', '.join(PLACEMENTS)}")
         return cls(obj["text"], **meta)

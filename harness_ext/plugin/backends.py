@@ -27,9 +27,9 @@ lm-eval's chat models (``hf``, ``vllm``, ``sglang``, ``local-chat-completions``,
   and from vLLM's ``RequestOutput`` (``EngineOutputs``: the generated tokens, the prompt's
   tokens and those its prefix cache served). For a reasoning model run with lm-eval's
   ``think_end_token`` (vLLM, ``hf``), lm-eval returns the text after the end of reasoning,
-  so ``tokens`` counts that visible answer and ``trace_tokens`` the reasoning before it: a
-  forced minimum counts both, and an answer left shorter than the length asked says
-  ``forced_length`` false.
+  so ``tokens`` counts that visible answer, ``trace_tokens`` the reasoning before it and
+  ``trace`` holds its text: a forced minimum counts both, and an answer left shorter than
+  the length asked says ``forced_length`` false.
 
 ``drift_eval.plugin.wrapper`` applies this to the drift requests of a run, and only to them.
 """
@@ -234,8 +234,12 @@ class EngineOutputs:
             meta = {"prompt_tokens": len(o.prompt_token_ids)}
             if isinstance(cached, int):
                 meta["cached_prompt_tokens"] = int(cached)
-            visible, trace = _visible(model, list(o.outputs[0].token_ids), text, marker)
-            out.append(Answer(text, tokens=visible, **meta, **({"trace_tokens": trace} if trace else {})))
+            visible, trace, trace_text = _visible(model, list(o.outputs[0].token_ids), text, marker)
+            if trace:
+                meta["trace_tokens"] = trace
+                if trace_text is not None:
+                    meta["trace"] = trace_text
+            out.append(Answer(text, tokens=visible, **meta))
         return out
 
 
@@ -250,27 +254,45 @@ def _hf_answers(model, requests, texts, outputs) -> list:
     out = []
     for request, text in zip(requests, texts):
         found = by_prompt.get(request.args[0])
-        trace = _visible(model, found.pop(0), text, marker)[1] if found and isinstance(text, str) else 0
-        out.append(Answer(text, trace_tokens=trace) if trace else text)
+        _, trace, trace_text = _visible(model, found.pop(0), text, marker) if found and isinstance(text, str) \
+            else (0, 0, None)
+        meta = {"trace": trace_text} if trace_text is not None else {}
+        out.append(Answer(text, trace_tokens=trace, **meta) if trace else text)
     return out
 
 
-def _visible(model, ids: list, text: str, marker: list) -> tuple[int, int]:
-    """(the visible answer's tokens, the trace's) among the generated ``ids`` whose visible
-    part lm-eval returned as ``text``. Where the marker's ids are not found although lm-eval
-    cut the text at it (the model wrote the marker string inside other tokens), the answer is
-    counted from its text and the trace is the rest; where the model never ended its
-    reasoning, lm-eval returns all of it, as the answer."""
+def _visible(model, ids: list, text: str, marker: list) -> tuple[int, int, str | None]:
+    """(the visible answer's tokens, the trace's tokens, the trace's text) among the
+    generated ``ids`` whose visible part lm-eval returned as ``text``. Where the marker's ids
+    are not found although lm-eval cut the text at it (the model wrote the marker string
+    inside other tokens), the answer is counted from its text and the trace is the rest;
+    where the model never ended its reasoning, lm-eval returns all of it, as the answer, and
+    there is no trace."""
+    decode = getattr(getattr(model, "tokenizer", None), "decode", None)
     split = _after_reasoning(ids, marker, model, text)
     if split is not None:
-        return len(ids) - split, split
-    decode = getattr(getattr(model, "tokenizer", None), "decode", None)
+        trace = decode(ids[:split - len(marker)]) if split and callable(decode) else None
+        return len(ids) - split, split, _trace_text(model, trace)
     end = getattr(model, "think_end_token", None)
-    if not (isinstance(end, str) and callable(decode) and end in decode(ids)):
-        return len(ids), 0
+    raw = decode(ids) if callable(decode) else ""
+    if not (isinstance(end, str) and end in raw):
+        return len(ids), 0, None
     visible = count_tokens(model, text)
     visible = len(ids) if visible is None else min(visible, len(ids))
-    return visible, max(1, len(ids) - visible)
+    return visible, max(1, len(ids) - visible), _trace_text(model, raw.rsplit(end, 1)[0])
+
+
+def _trace_text(model, trace: str | None) -> str | None:
+    """The reasoning as text: without the opening tag that pairs with a ``</tag>`` end marker
+    (``<think>``), which the chat template may have written into the prompt instead."""
+    if trace is None:
+        return None
+    end = getattr(model, "think_end_token", None)
+    if isinstance(end, str) and end.startswith("</"):
+        opening = "<" + end[2:]
+        trace = trace.lstrip()
+        trace = trace[len(opening):] if trace.startswith(opening) else trace
+    return trace.strip()
 
 
 def reasoning_marker(model) -> list[int]:

@@ -16,7 +16,7 @@ from drift_eval.settings import int_option
 # the shared task classes and aggregations, by the names the YAML files give them
 from drift_eval.tasks.common import (ConversationTask, ForcedLengthTask, answer_record,  # noqa: F401
                                      conversation_placement, defined_mean, headline, left_languages, placements,
-                                     share_lower, share_upper, time_interval)
+                                     share_lower, share_upper, time_interval, trace_record)
 from drift_eval.tasks.drift_french.data import CONFLICT_REQUEST, read_conversations, read_requests, system_prompt
 
 
@@ -34,6 +34,7 @@ def process_results(doc, results):
     headline(scores, scores["fully_french"])
     time_interval(scores)
     scores.update(answer_record(results[0]))
+    scores.update(trace_record(results[0], "fr"))
     return scores
 
 

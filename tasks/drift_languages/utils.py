@@ -20,7 +20,7 @@ from drift_eval.tasks import common
 # the shared aggregations, by the names the YAML files give them
 from drift_eval.tasks.common import (answer_record, conversation_placement, defined_mean, headline,  # noqa: F401
                                      left_languages, placements, share_lower, share_upper,
-                                     time_interval)
+                                     time_interval, trace_record)
 from drift_eval.tasks.drift_languages.data import check_target, read_conversations, read_requests, system_prompt
 
 mean_language_score = drift.mean_language_score
@@ -66,6 +66,7 @@ def process_results(doc, results):
     headline(scores, scores["fully_target"])
     time_interval(scores)
     scores.update(answer_record(results[0]))
+    scores.update(trace_record(results[0], lang))
     return scores
 
 
