@@ -71,9 +71,10 @@ def _detector_class():
             return result
 
     def _table(text):
-        for ch in set(text) - table.keys():
+        chars = set(text)
+        for ch in chars - table.keys():
             table[ch] = NGram.normalize(ch)
-        return {ord(ch): table[ch] for ch in set(text)}
+        return {ord(ch): table[ch] for ch in chars}
 
     table: dict = {}
     known = _factory().word_lang_prob_map

@@ -170,12 +170,13 @@ def answer(lm, backend: Backend, out, asked: int, where: str | None) -> Answer:
 
 
 class EngineOutputs:
-    """A stand-in for lm-eval's ``vllm`` model during one ``generate_until`` call: lm-eval's
-    own method runs on it unchanged (``generate``), every attribute is the model's, and only
-    ``_model_generate`` is its own: it calls the model's and keeps the engine's outputs
-    (vLLM's ``RequestOutput``: the prompt's token ids, the generated token ids, the tokens
-    its prefix cache served), which lm-eval reduces to text. Neither the model nor its class
-    is changed."""
+    """A stand-in for lm-eval's ``vllm`` model (or its ``hf`` model with ``think_end_token``)
+    during one ``generate_until`` call: lm-eval's own method runs on it unchanged
+    (``generate``), every attribute is the model's, and only ``_model_generate`` (and, for
+    ``hf``, ``tok_batch_encode``, which names each row's prompt) is its own: it calls the
+    model's and keeps what the engine returned, which lm-eval reduces to text: per prompt,
+    the generated token ids, and on vLLM its ``RequestOutput`` (the prompt's token ids, the
+    tokens its prefix cache served). Neither the model nor its class is changed."""
 
     def __init__(self, model):
         self._model = model
@@ -196,9 +197,10 @@ class EngineOutputs:
         context = kwargs.get("context")
         if context is not None and self._batches:  # hf: one row per prompt, the prompt's tokens first
             width = context.shape[1]
-            self._outputs.extend(zip(self._batches[-1], (row[width:].tolist() for row in outputs)))
-        else:
-            self._outputs.extend(outputs)
+            rows = zip(self._batches[-1], outputs)
+            self._outputs.extend((prompt, row[width:].tolist(), None) for prompt, row in rows)
+        else:  # vLLM: a RequestOutput per prompt, known by the prompt's token ids
+            self._outputs.extend((tuple(o.prompt_token_ids or ()), list(o.outputs[0].token_ids), o) for o in outputs)
         return outputs
 
     @classmethod
@@ -213,52 +215,37 @@ class EngineOutputs:
     @classmethod
     def generate(cls, model, requests, **kwargs) -> list:
         """``model.generate_until(requests)``, each text as an ``Answer`` with what the engine
-        reported (paired with its request by the prompt's token ids; a text it cannot pair,
-        for a prompt that lm-eval truncated, is returned as it is)."""
+        reported, paired with its request by the prompt (a text it cannot pair, for a prompt
+        that lm-eval truncated, is returned as it is): on vLLM its own counts; with
+        ``think_end_token``, the trace (on ``hf`` the visible answer's count is made from its
+        text, as for any ``hf`` answer)."""
         observer = cls(model)
         texts = type(model).generate_until(observer, requests, **kwargs)
-        if backend_of(model).model == "hf":
-            return _hf_answers(model, requests, texts, observer._outputs)
+        hf = backend_of(model).model == "hf"
         marker = reasoning_marker(model)
         by_prompt: dict = {}
-        for o in observer._outputs:
-            by_prompt.setdefault(tuple(o.prompt_token_ids or ()), []).append(o)
+        for key, ids, output in observer._outputs:
+            by_prompt.setdefault(key, []).append((ids, output))
         out = []
         for request, text in zip(requests, texts):
-            found = by_prompt.get(tuple(model.tok_encode(request.args[0])))
+            found = by_prompt.get(request.args[0] if hf else tuple(model.tok_encode(request.args[0])))
             if not found or not isinstance(text, str):
                 out.append(text)
                 continue
-            o = found.pop(0)
-            cached = getattr(o, "num_cached_tokens", None)
-            meta = {"prompt_tokens": len(o.prompt_token_ids)}
-            if isinstance(cached, int):
-                meta["cached_prompt_tokens"] = int(cached)
-            visible, trace, trace_text = _visible(model, list(o.outputs[0].token_ids), text, marker)
+            ids, output = found.pop(0)
+            visible, trace, trace_text = _visible(model, ids, text, marker)
+            meta = {}
+            if output is not None:  # vLLM's own counts
+                meta.update(tokens=visible, prompt_tokens=len(output.prompt_token_ids))
+                cached = getattr(output, "num_cached_tokens", None)
+                if isinstance(cached, int):
+                    meta["cached_prompt_tokens"] = int(cached)
             if trace:
                 meta["trace_tokens"] = trace
                 if trace_text is not None:
                     meta["trace"] = trace_text
-            out.append(Answer(text, tokens=visible, **meta))
+            out.append(Answer(text, **meta) if meta else text)
         return out
-
-
-def _hf_answers(model, requests, texts, outputs) -> list:
-    """lm-eval's ``hf`` model with ``think_end_token``: the trace's tokens (``trace_tokens``)
-    from the generated ids, paired with each request by its prompt; the visible answer's
-    count is made from its text, as for any ``hf`` answer."""
-    marker = reasoning_marker(model)
-    by_prompt: dict = {}
-    for prompt, ids in outputs:
-        by_prompt.setdefault(prompt, []).append(ids)
-    out = []
-    for request, text in zip(requests, texts):
-        found = by_prompt.get(request.args[0])
-        _, trace, trace_text = _visible(model, found.pop(0), text, marker) if found and isinstance(text, str) \
-            else (0, 0, None)
-        meta = {"trace": trace_text} if trace_text is not None else {}
-        out.append(Answer(text, trace_tokens=trace, **meta) if trace else text)
-    return out
 
 
 def _visible(model, ids: list, text: str, marker: list) -> tuple[int, int, str | None]:
@@ -269,7 +256,7 @@ def _visible(model, ids: list, text: str, marker: list) -> tuple[int, int, str |
     where the model never ended its reasoning, lm-eval returns all of it, as the answer, and
     there is no trace."""
     decode = getattr(getattr(model, "tokenizer", None), "decode", None)
-    split = _after_reasoning(ids, marker, model, text)
+    split = _after_reasoning(ids, marker, decode, text)
     if split is not None:
         trace = decode(ids[:split - len(marker)]) if split and callable(decode) else None
         return len(ids) - split, split, _trace_text(model, trace)
@@ -310,17 +297,17 @@ def reasoning_marker(model) -> list[int]:
     return list(model.tok_encode(end))
 
 
-def _after_reasoning(ids: list, marker: list, model=None, text: str = "") -> int | None:
+def _after_reasoning(ids: list, marker: list, decode, text: str) -> int | None:
     """Where the visible answer ``text`` starts in the generated ``ids``: after the last
     ``marker`` (0 with no marker asked); None where the marker's ids are not among them, or
-    where what follows them is not the text lm-eval returned (a marker string that the model
-    wrote inside other tokens: lm-eval splits the decoded text at its last occurrence)."""
+    where what follows them (``decode``d, where the tokenizer can) is not the text lm-eval
+    returned (a marker string that the model wrote inside other tokens: lm-eval splits the
+    decoded text at its last occurrence)."""
     if not marker:
         return 0
     n = len(marker)
     for start in range(len(ids) - n, -1, -1):
         if ids[start:start + n] == marker:
-            decode = getattr(getattr(model, "tokenizer", None), "decode", None)
             if callable(decode):
                 tail = decode(ids[start + n:]).lstrip()
                 if not (tail.startswith(text) or text.startswith(tail)):
