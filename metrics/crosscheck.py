@@ -13,9 +13,7 @@ langdetect's own classes on every committed answer and on generated text.
 
 It also keeps a factory of its own (langdetect's profiles, seed 0) instead of setting the
 seed on langdetect's ``DetectorFactory`` class for every caller in the process. The
-metrics call ``detect`` here; ``langid.langdetect_lang``, langdetect's own path, stays
-unused until the segment rule next changes, because any edit of ``langid.py`` changes the
-rule's fingerprint, which only a fresh held-out draw may follow.
+metrics call ``detect`` here, and nothing else calls langdetect.
 """
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ UNKNOWN = "unknown"
 #: any change to the rule's code, settings, language facts or word lists (``rule_fingerprint``
 #: tells): every held-out set records the version and fingerprint it was drawn for, and a
 #: changed rule needs a fresh draw (tests/test_langid_heldout.py)
-RULE_VERSION = "2.1"
+RULE_VERSION = "2.2"
 #: the files whose bytes are the rule (beside this one): the word tokens, the language facts,
 #: the word lists' reader
 RULE_FILES = ("langid.py", "text.py", "languages.py", "languages.json", "lexicon.py")
@@ -504,17 +504,3 @@ def _script_rule(spec, text, ws, top, loop, rule) -> tuple[str, str]:
         # unknown; a real Ukrainian paragraph repeated stays Ukrainian (0.99)
         return UNKNOWN, "loop"
     return lang, "fasttext"
-
-
-def langdetect_lang(text: str) -> str:
-    """Seeded ``langdetect`` verdict (cross-check); ``unknown`` where it cannot decide."""
-    if len(WORD_RE.findall(text or "")) < MIN_WORDS:
-        return UNKNOWN
-    from langdetect import DetectorFactory, detect
-    from langdetect.lang_detect_exception import LangDetectException
-
-    DetectorFactory.seed = 0
-    try:
-        return detect(text)
-    except LangDetectException:
-        return UNKNOWN

@@ -17,6 +17,11 @@ WORD_RE = re.compile(rf"[{CJK}]|[^\W{CJK}][^\W{CJK}{MARKS}]*(?:[{MARKS}]+[^\W{CJ
 REPEAT_N = 4
 #: the run of words (numbers aside) that ``stretch_shares`` counts as said before
 STRETCH_N = 8
+#: one character this many times in a row (spaces aside) is a run (``run_shares``)
+RUN_LEAST = 8
+#: characters whose runs are markup (table rules, separators, ellipses), not a loop
+RUN_MARKUP = "-=_*#~|.:·`+"
+_RUN_RE = re.compile(r"(\S)\1{%d,}" % (RUN_LEAST - 1))
 
 #: the letters of each script the rule counts (``languages.SCRIPTS``): a word counts for the
 #: script of its first letter (``langid.script_counts``, ``lexicon.known_share``)
@@ -116,9 +121,45 @@ def stretch_shares(pieces: list[str], n: int = STRETCH_N) -> list[float]:
     return out
 
 
+def line_shares(pieces: list[str]) -> list[float]:
+    """Per piece of one text (in order), the share of its words, numbers aside, that lie in a
+    line said before in the text (in an earlier piece, or earlier in the same piece): a list
+    item, a table row or a heading written again, however short (renumbered, or with other
+    symbols, it is the same line: lines are compared by their words, numbers aside). A line
+    that a piece boundary cuts is two lines; a line's first occurrence does not count."""
+    seen: set = set()
+    out = []
+    for piece in pieces:
+        total = repeated = 0
+        for line in (piece or "").split("\n"):
+            ws = tuple(w for w in words(line) if not w.isdigit())
+            if not ws:
+                continue
+            total += len(ws)
+            repeated += len(ws) if ws in seen else 0
+            seen.add(ws)
+        out.append(repeated / total if total else 0.0)
+    return out
+
+
+def run_shares(pieces: list[str]) -> list[float]:
+    """Per piece, the share of its characters (spaces aside) inside a run of one character
+    written ``RUN_LEAST`` or more times in a row ("тттттттт", "－－－－－－－－",
+    "0.000000000000"); runs of markup (``RUN_MARKUP``: table rules, separators) aside."""
+    out = []
+    for piece in pieces:
+        chars = "".join((piece or "").split())
+        inside = sum(len(m.group()) for m in _RUN_RE.finditer(chars) if m.group(1) not in RUN_MARKUP)
+        out.append(inside / len(chars) if chars else 0.0)
+    return out
+
+
 def loop_shares(pieces: list[str]) -> list[float]:
-    """The segment rule's loop measure, per piece of one text: the larger of the share of its
-    word 4-grams said before (``repeated_shares``: phrase loops, numbers and symbols
-    included) and the share of its words inside an 8-word run said before
-    (``stretch_shares``: items and paragraphs copied with a word swapped)."""
-    return [max(a, b) for a, b in zip(repeated_shares(pieces), stretch_shares(pieces))]
+    """The segment rule's loop measure (rule 2.2), per piece of one text: the largest of the
+    share of its word 4-grams said before (``repeated_shares``: phrase loops, numbers and
+    symbols included), the share of its words inside an 8-word run said before
+    (``stretch_shares``: items and paragraphs copied with a word swapped), the share of its
+    words in lines said before (``line_shares``: short items and rows written again) and the
+    share of its characters in runs of one character (``run_shares``)."""
+    return [max(shares) for shares in zip(repeated_shares(pieces), stretch_shares(pieces), line_shares(pieces),
+                                          run_shares(pieces))]

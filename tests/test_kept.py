@@ -199,8 +199,38 @@ def test_the_stretch_share_counts_runs_said_before_numbers_aside():
     swapped = words.replace("cinq", "zéro")
     assert stretch_shares([words + " " + swapped]) == [0.0]  # a swap in the middle leaves no run of eight
     assert stretch_shares([f"{words} onze douze", f"{words} treize"])[1] == 10 / 11  # "treize" is new
-    assert loop_shares([words, words]) == [max(a, b) for a, b in zip(repeated_shares([words, words]),
-                                                                      stretch_shares([words, words]))]
+    assert loop_shares([words, words])[1] == 1.0
+
+
+def test_the_line_share_counts_short_lines_written_again():
+    """Rule 2.2: a list item, a table row or a heading written again is said before however
+    short it is (three words have no 8-word run and few 4-grams), renumbered or not."""
+    from drift_eval.metrics.text import line_shares, loop_shares, repeated_shares, stretch_shares
+
+    days = ["Montag", "Dienstag", "Mittwoch", "Donnerstag", "Freitag", "Samstag"]
+    answer = "Hier ist Ihre Liste:\n\n" + "\n".join(f"{k}. **{day}**:\n   - Kaffee mit Milch" for k, day in enumerate(days, 1))
+    share = line_shares([answer])[0]
+    assert share == 15 / (4 + 6 + 18)  # five of the six items are said before; the intro and the days are new
+    assert stretch_shares([answer]) == [0.0] and repeated_shares([answer]) == [0.0]  # each day breaks the runs
+    assert loop_shares([answer]) == [share]
+    assert line_shares(["1. Äpfel kaufen\n2. Brot backen", "3. Äpfel kaufen"]) == [0.0, 1.0]  # renumbered, next piece
+    assert line_shares(["| a | 1 |\n|---|---|\n| a | 2 |"]) == [0.5]  # the rule line has no words; numbers aside
+    real = _list([p.split(". ")[0] + "." for p in FRENCH[:8]])
+    assert line_shares([real]) == [0.0]
+
+
+def test_the_run_share_counts_one_character_written_over_and_over():
+    """Rule 2.2: a run of one character (eight or more, spaces aside) is a loop of
+    characters; table rules and separators are markup, not a loop."""
+    from drift_eval.metrics.text import loop_shares, run_shares
+
+    stuck = "Сравните их структуру и темы" + "т" * 60
+    assert run_shares([stuck]) == [60 / (60 + 24)]
+    assert run_shares(["你可以拼凑一封钱" + "－" * 40]) == [40 / 48]
+    assert run_shares(["| a | b |\n|--------|--------|\n| 1 | 2 |", "Mais...... non"]) == [0.0, 0.0]
+    assert run_shares(["ttttttt ok"]) == [0.0]  # seven in a row is not a run
+    (label,) = langid.label_segments([stuck], "ru")
+    assert label.status == langid.DEGENERATE and label.reason == "loop" and loop_shares([stuck])[0] > 0.45
 
 
 def test_a_reasoning_trace_is_scored_on_its_own_and_never_in_the_headline():
