@@ -101,14 +101,14 @@ def score(tuning: dict | None = None) -> dict:
     """Per language: the items read twice, the disagreements, the second reader scored against
     the first as the rule is scored (on the whole set, taking the first reading's label for
     the items read once), and the rule against the labels both readers give. ``tuning``:
-    ``heldout_draw.score(tuning=True)`` of every language, where it is at hand (the rule's
+    ``heldout_draw.score(tuning="2.0")`` of every language, where it is at hand (the rule's
     calls follow from its ``wrong`` items)."""
     from drift_eval.metrics.languages import TARGETS
 
     second, answers, out = read(), {}, {}
     for lang in TARGETS:
         items, _ = H.read_set(lang, H.TUNING_SETS)
-        wrong = set((tuning[lang] if tuning else H.score(lang, answers, tuning=True))["wrong"])
+        wrong = set((tuning[lang] if tuning else H.score(lang, answers, tuning="2.0"))["wrong"])
         by_first = {v["of"]: v["label"] for v in second[lang].values()}
         first = [i["label"] != "kept" for i in items]
         other = [by_first.get(i["id"], i["label"]) != "kept" for i in items]

@@ -1,6 +1,7 @@
 """The tuning sets of the segment rule (tests/data/langid_tuning: rule 2.0's held-out sets,
-used to choose rule 2.1, so in-sample for it): labelled by reading, and read a second time,
-blind, where loops are a matter of degree (docs/metrics.md, "Two readers")."""
+used to choose rules 2.1 and 2.2; tests/data/langid_tuning_2.1: rule 2.1's, used to choose
+rule 2.2; in-sample for the rules they chose): labelled by reading, and rule 2.0's read a
+second time, blind, where loops are a matter of degree (docs/metrics.md, "Two readers")."""
 import os
 import sys
 
@@ -12,10 +13,12 @@ import heldout_second_reading  # noqa: E402
 
 
 def test_every_tuning_item_is_labelled():
-    for lang in TARGETS:
-        items, manifest = heldout_draw.read_set(lang, heldout_draw.TUNING_SETS)
-        assert all(i["label"] in heldout_draw.LABELS for i in items), lang
-        assert sorted(i["id"] for i in items) == sorted(manifest["languages"][lang]["items"]), lang
+    for rule, (_, sets) in heldout_draw.TUNING.items():
+        for lang in TARGETS:
+            items, manifest = heldout_draw.read_set(lang, sets)
+            assert manifest["rule_version"] == rule
+            assert all(i["label"] in heldout_draw.LABELS for i in items), (rule, lang)
+            assert sorted(i["id"] for i in items) == sorted(manifest["languages"][lang]["items"]), (rule, lang)
 
 
 def test_the_second_reading_is_of_the_items_the_script_selects():
