@@ -7,6 +7,8 @@ are now tuning sets (``TUNING``).
     python benchmarks/heldout_draw.py publish RUNS [_more]  # fresh runs into docs/results/heldout_2.2
     python benchmarks/heldout_draw.py draw [L ...]     # tests/data/langid_heldout/L.jsonl, draw.json
     python benchmarks/heldout_draw.py replies L ...    # eight-turn replies of later runs added
+    python benchmarks/heldout_draw.py read OUT K [L ...]     # reading K (1, 2, 3) of the items, blind
+    python benchmarks/heldout_draw.py collect OUT K [L ...]  # its labels into readings.json and the sets
     python benchmarks/heldout_draw.py topup [L ...]    # a labelled set short of MIN_COUNTS: more items
     python benchmarks/heldout_draw.py score            # the labelled sets scored: docs/metrics.md's table
 
@@ -39,6 +41,12 @@ alone (``unit: alone``). Nothing in the draw reads a label.
 were made for five languages before the draw) get ``REPLIES`` replies of each call from
 eight-turn runs made after the draw (``LATER_RUNS``: four conversations, 9-12, of each
 model), seeded, unlabelled.
+
+``read OUT K``: the items of reading K, for a reader, into ``OUT/L.jsonl``: every item without
+its label or note for readings 1 and 2, and for reading 3 the items whose first two readings
+differ. The reader writes ``OUT/L.labels.jsonl`` (``{"id", "label", "note"}`` a line);
+``collect OUT K`` adds them to ``readings.json`` and sets each item's label: the label both
+readings give, or the third reading's where they differ (``adjudicated``).
 
 ``topup``: a labelled set whose labels fall short of a minimum (``MIN_COUNTS``: too few items
 read as kept, left or degenerate) gets more of the draw's items for that label, unlabelled,
@@ -411,6 +419,63 @@ def write_documented(name: str, body: str) -> None:
                                             if m.group("name") == name else m.group(0), doc))
 
 
+READINGS = os.path.join(SETS, "readings.json")
+
+
+def read_readings() -> dict:
+    """``{lang: {item id: [first, second] or [first, second, third]}}``: every reading."""
+    from drift_eval.files import read_json
+
+    return read_json(READINGS, "held-out readings", expect=dict) if os.path.exists(READINGS) else {}
+
+
+def adjudicated(readings: list[str]) -> str | None:
+    """An item's label from its readings: the label the first two give, or the third
+    reading's where they differ (None while that is still to be read)."""
+    if len(readings) < 2:
+        return None
+    if readings[0] == readings[1]:
+        return readings[0]
+    return readings[2] if len(readings) > 2 else None
+
+
+def to_read(lang: str, k: int) -> list[dict]:
+    """The items of ``lang``'s set for reading ``k``, without label or note: all of them for
+    readings 1 and 2, those whose first two readings differ for reading 3."""
+    items, _ = read_set(lang)
+    done = read_readings().get(lang, {})
+    if k == 3:
+        items = [i for i in items if len(done.get(i["id"], [])) == 2 and adjudicated(done[i["id"]]) is None]
+    else:
+        items = [i for i in items if len(done.get(i["id"], [])) == k - 1]
+    return [{key: v for key, v in i.items() if key not in ("label", "note")} for i in items]
+
+
+def collect(lang: str, k: int, labels: dict) -> int:
+    """Reading ``k`` of ``lang`` (``{id: {"label", "note"}}``) into ``readings.json`` and the
+    set's labels (``adjudicated``; the first reading's note, or the third's where it
+    decides). Every item due for reading ``k`` must be in it, with a known label."""
+    from drift_eval.files import write_text_atomic
+
+    due = {i["id"] for i in to_read(lang, k)}
+    if set(labels) != due or any(v.get("label") not in LABELS for v in labels.values()):
+        raise SystemExit(f"heldout_draw: reading {k} of {lang} must label exactly its {len(due)} items "
+                         f"with one of {', '.join(LABELS)}")
+    everything = read_readings()
+    mine = everything.setdefault(lang, {})
+    for item_id, v in labels.items():
+        mine.setdefault(item_id, []).append(v["label"])
+    items, _ = read_set(lang)
+    for item in items:
+        if item["id"] in labels:
+            item["label"] = adjudicated(mine[item["id"]])
+            if k != 2:  # the first reading's note, or the deciding third one's
+                item["note"] = labels[item["id"]].get("note") or ""
+    write_text_atomic(READINGS, json.dumps(everything, ensure_ascii=False, indent=1, sort_keys=True) + "\n")
+    _write_set(lang, items)
+    return len(labels)
+
+
 def _write_set(lang: str, items: list[dict]) -> None:
     from drift_eval.files import write_text_atomic
 
@@ -448,6 +513,21 @@ def main(argv: list[str]) -> int:
                           json.dumps(results, indent=1, sort_keys=True) + "\n")
         write_documented("langid_heldout", table(results))
         print(table(results))
+        return 0
+    if argv[:1] in (["read"], ["collect"]) and len(argv) >= 3 and argv[2] in ("1", "2", "3"):
+        out, k = argv[1], int(argv[2])
+        for lang in argv[3:] or list(TARGETS):
+            if argv[0] == "read":
+                os.makedirs(out, exist_ok=True)
+                due = to_read(lang, k)
+                write_text_atomic(os.path.join(out, f"{lang}.jsonl"),
+                                  "".join(json.dumps(i, ensure_ascii=False) + "\n" for i in due))
+                print(f"{lang}: {len(due)} items for reading {k}")
+                continue
+            from drift_eval.files import read_jsonl
+
+            rows = read_jsonl(os.path.join(out, f"{lang}.labels.jsonl"), "labels")
+            print(f"{lang}: reading {k} of {collect(lang, k, {r['id']: r for r in rows})} items collected")
         return 0
     if argv[:1] in (["topup"], ["replies"]):
         all_units = {lang: units(lang) for lang in TARGETS} if argv[0] == "topup" else {}

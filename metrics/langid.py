@@ -20,7 +20,7 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from drift_eval.metrics.text import MARKS, SCRIPT_LETTERS, WORD_RE
+from drift_eval.metrics.text import MARKS, SCRIPT_LETTERS, WORD_RE, script_of
 
 UNKNOWN = "unknown"
 #: the version of the segment rule: what a segment's language and status are. Bump it with
@@ -310,10 +310,9 @@ def script_counts(text: str) -> dict:
     weighs as much as one Chinese character, not twelve."""
     counts = dict.fromkeys(SCRIPT_LETTERS, 0)
     for word in WORD_RE.findall(text or ""):
-        for name, r in SCRIPT_LETTERS.items():
-            if r.match(word):
-                counts[name] += 1
-                break
+        name = script_of(word[0])
+        if name is not None:
+            counts[name] += 1
     return counts
 
 

@@ -2,6 +2,7 @@
 repetition. Pure Python."""
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -34,6 +35,13 @@ SCRIPT_LETTERS = {
     "Kana": re.compile(r"[\u3041-\u3096\u30a1-\u30fa\u31f0-\u31ff\uff66-\uff9d]"),
     "Hani": re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"),
 }
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def script_of(char: str) -> str | None:
+    """The script (a key of ``SCRIPT_LETTERS``) of one character, the first that holds it,
+    or None."""
+    return next((name for name, r in SCRIPT_LETTERS.items() if r.match(char)), None)
 
 
 def fold(text: str) -> str:
@@ -78,9 +86,12 @@ def repeated_shares(pieces: list[str], n: int = REPEAT_N) -> list[float]:
     occurred earlier in the text (in an earlier piece or earlier in the same piece);
     0 for a piece with no ``n``-gram. A piece's n-grams include those that start in it
     and run into the next one, so that the pieces' n-grams are exactly the text's."""
+    return _repeated([words(p) for p in pieces], n)
+
+
+def _repeated(all_words: list[list[str]], n: int) -> list[float]:
     seen: set = set()
     out = []
-    all_words = [words(p) for p in pieces]
     for i, ws in enumerate(all_words):
         following = [w for later in all_words[i + 1:] for w in later][: n - 1]
         grams = ngrams(ws + following, n)[: len(ws)] if ws else []
@@ -105,7 +116,11 @@ def stretch_shares(pieces: list[str], n: int = STRETCH_N) -> list[float]:
     around each swap and each number do not (``repeated_shares``). A run's first occurrence
     does not count; a run that starts in a piece and goes on into the next covers words of
     both."""
-    pieces_words = [[w for w in words(p) if not w.isdigit()] for p in pieces]
+    return _stretch([words(p) for p in pieces], n)
+
+
+def _stretch(all_words: list[list[str]], n: int) -> list[float]:
+    pieces_words = [[w for w in ws if not w.isdigit()] for ws in all_words]
     flat = [w for ws in pieces_words for w in ws]
     inside = [False] * len(flat)
     seen: set = set()
@@ -131,8 +146,8 @@ def line_shares(pieces: list[str]) -> list[float]:
     out = []
     for piece in pieces:
         total = repeated = 0
-        for line in (piece or "").split("\n"):
-            ws = tuple(w for w in words(line) if not w.isdigit())
+        for line in fold(piece).split("\n"):  # folding keeps every line break where it was
+            ws = tuple(w for w in WORD_RE.findall(line) if not w.isdigit())
             if not ws:
                 continue
             total += len(ws)
@@ -161,5 +176,6 @@ def loop_shares(pieces: list[str]) -> list[float]:
     (``stretch_shares``: items and paragraphs copied with a word swapped), the share of its
     words in lines said before (``line_shares``: short items and rows written again) and the
     share of its characters in runs of one character (``run_shares``)."""
-    return [max(shares) for shares in zip(repeated_shares(pieces), stretch_shares(pieces), line_shares(pieces),
-                                          run_shares(pieces))]
+    all_words = [words(p) for p in pieces]  # folded once for both word measures
+    return [max(shares) for shares in zip(_repeated(all_words, REPEAT_N), _stretch(all_words, STRETCH_N),
+                                          line_shares(pieces), run_shares(pieces))]

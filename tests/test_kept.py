@@ -6,6 +6,8 @@ Japanese and gibberish in Hangul or Han."""
 import random
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from prose import CHINESE, ENGLISH, FRENCH, HINDI, RUSSIAN, text
 
 from drift_eval.metrics import conversation, drift, langid
@@ -217,6 +219,15 @@ def test_the_line_share_counts_short_lines_written_again():
     assert line_shares(["| a | 1 |\n|---|---|\n| a | 2 |"]) == [0.5]  # the rule line has no words; numbers aside
     real = _list([p.split(". ")[0] + "." for p in FRENCH[:8]])
     assert line_shares([real]) == [0.0]
+
+
+@given(st.text(max_size=200))
+def test_folding_a_text_keeps_its_lines(piece):
+    """``line_shares`` folds each piece once and cuts the folded text into lines: the same
+    lines as folding each line of it on its own."""
+    from drift_eval.metrics.text import fold
+
+    assert fold(piece).split("\n") == [fold(line) for line in piece.split("\n")]
 
 
 def test_the_run_share_counts_one_character_written_over_and_over():

@@ -1,3 +1,6 @@
+from hypothesis import given
+from hypothesis import strategies as st
+
 from drift_eval.metrics import langid
 
 FR = "Le chat dort paisiblement sur le canapé pendant que la pluie tombe sur la ville."
@@ -140,3 +143,17 @@ def test_the_cross_check_leaves_langdetects_shared_factory_alone():
     before = DetectorFactory.seed
     crosscheck.detect(FR)
     assert DetectorFactory.seed == before
+
+
+@given(st.text(max_size=300))
+def test_script_counts_count_each_word_for_the_script_of_its_first_letter(text):
+    """``script_counts`` looks each word's first character up once (``text.script_of``): the
+    same counts as matching every word against the scripts in order."""
+    from drift_eval.metrics.text import SCRIPT_LETTERS, WORD_RE
+
+    expected = dict.fromkeys(SCRIPT_LETTERS, 0)
+    for word in WORD_RE.findall(text):
+        name = next((n for n, r in SCRIPT_LETTERS.items() if r.match(word)), None)
+        if name:
+            expected[name] += 1
+    assert langid.script_counts(text) == expected
