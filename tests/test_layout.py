@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from checks import code_strings
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEAVY = ("torch", "transformers", "lm_eval")
 FOLDERS = {"harness_ext": "drift_eval", "metrics": "drift_eval.metrics", "reports": "drift_eval.reports",
@@ -132,24 +134,11 @@ def test_imports_of_the_package_are_absolute():
         assert not relative, f"{os.path.relpath(path, ROOT)} line {relative[0]}: write the import absolute"
 
 
-def _code_strings(path):
-    """String literals of a module, docstrings left out."""
-    tree = ast.parse(open(path, encoding="utf-8").read())
-    docs = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                docs.add(id(first.value))
-    return [n.value for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
-
-
 def test_harness_ext_builds_no_path_into_tasks():
     """Code outside ``tasks/`` reaches task data through the task's ``data.py`` (the import
     contract checks the imports): no path into ``tasks/`` built by hand either."""
     for path in _python_files("harness_ext"):
-        for text in _code_strings(path):
+        for text in code_strings(path):
             assert "tasks/" not in text and not text.startswith("drift_eval.tasks"), \
                 f"{path} names a path under tasks/: {text!r}"
 
