@@ -154,3 +154,29 @@ def test_no_test_imports_from_conftest():
 def test_the_readme_fits_in_250_lines():
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
         assert len(fh.read().splitlines()) <= 250
+
+
+def test_the_architecture_table_names_the_contracts_layers_in_order():
+    """docs/architecture.md's table is the one description of the layers: its rows name the
+    import contract's layers (pyproject.toml), highest first, each row the modules of one
+    layer (``tasks/*/utils.py`` stands for every task folder's; what a row says in
+    parentheses is about the modules, not more of them)."""
+    import glob
+    import re
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as fh:
+        contracts = tomllib.load(fh)["tool"]["importlinter"]["contracts"]
+    [layers] = [c["layers"] for c in contracts if c["id"] == "layers"]
+    want = [{m.strip() for m in layer.split("|")} for layer in layers]
+    utils = {f"drift_eval.tasks.{os.path.basename(os.path.dirname(p))}.utils"
+             for p in glob.glob(os.path.join(ROOT, "tasks", "*", "utils.py"))}
+    with open(os.path.join(ROOT, "docs", "architecture.md"), encoding="utf-8") as fh:
+        doc = fh.read()
+    table = doc[doc.index("| layer | modules |"):].split("\n\n")[0].splitlines()[2:]
+    rows = []
+    for line in table:
+        cell = re.sub(r"\([^()]*\)", "", line.split("|")[2])
+        names = set(re.findall(r"`([^`]+)`", cell))
+        rows.append(utils if names == {"tasks/*/utils.py"} else names)
+    assert rows == want
