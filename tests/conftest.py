@@ -8,7 +8,8 @@ import logging
 
 import pytest
 
-from helpers import REAL_SWEEP_ARGS, run_drift_eval
+from handmade_results import write_output
+from helpers import NO_SYSTEM_TEMPLATE, REAL_SWEEP_ARGS, model_with_template, run_drift_eval
 
 
 def pytest_configure(config):
@@ -36,6 +37,19 @@ def smollm2_dir():
     from drift_eval.plugin.local_models import smollm2_dir as build
 
     return build()
+
+
+@pytest.fixture(scope="session")
+def no_system_dir(smollm2_dir, tmp_path_factory):
+    """The bundled model with a chat template that has no system role (it rejects one)."""
+    return model_with_template(smollm2_dir, tmp_path_factory.mktemp("no_system") / "model", NO_SYSTEM_TEMPLATE)
+
+
+@pytest.fixture(scope="module")
+def handmade(tmp_path_factory):
+    """A handmade results folder (``handmade_results.write_output``), for tests that read it
+    and leave it as it is."""
+    return write_output(tmp_path_factory.mktemp("handmade") / "out")
 
 
 @pytest.fixture(scope="session")

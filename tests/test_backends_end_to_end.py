@@ -4,15 +4,9 @@ import json
 
 import pytest
 
-from helpers import (LM_EVAL, NO_SYSTEM_TEMPLATE, last_line, model_with_template, results_of, run_lm_eval,
-                     samples_of)
+from helpers import LM_EVAL, last_line, model_with_template, results_of, run_lm_eval, samples_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")]
-
-
-@pytest.fixture(scope="module")
-def no_system_dir(smollm2_dir, tmp_path_factory):
-    return model_with_template(smollm2_dir, tmp_path_factory.mktemp("no_system") / "model", NO_SYSTEM_TEMPLATE)
 
 
 @pytest.fixture(scope="module")

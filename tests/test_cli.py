@@ -10,14 +10,9 @@ import sys
 
 import pytest
 
+from checks import one_line_error
+
 HEAVY = ("torch", "transformers", "lm_eval")
-
-
-def _one_line_error(rc, err, needle):
-    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-    assert rc == 2, err
-    assert len(lines) == 1 and lines[0].startswith("drift-eval: error: "), err
-    assert needle in lines[0], err
 
 
 # ---------------------------------------------------------------------- the commands
@@ -72,7 +67,7 @@ def test_a_setting_strength_in_other_digits_is_one_line_before_any_output(capsys
 
     monkeypatch.chdir(tmp_path)
     rc = main(["sweep", "--output", "out", "--settings", "log:\uff11"])
-    _one_line_error(rc, capsys.readouterr().err, "strength must be a number >= 0, got '\uff11'")
+    one_line_error(rc, capsys.readouterr().err, "strength must be a number >= 0, got '\uff11'")
     assert os.listdir(tmp_path) == []
 
 
@@ -83,7 +78,7 @@ def test_a_bad_number_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, args
     monkeypatch.chdir(tmp_path)
     rc = main(args)
     cap = capsys.readouterr()
-    _one_line_error(rc, cap.err, needle)
+    one_line_error(rc, cap.err, needle)
     assert cap.out == "" and os.listdir(tmp_path) == []
 
 
@@ -217,7 +212,7 @@ def test_bad_input_found_at_run_time_stops_before_the_model_loads(capsys, monkey
                         (["--axes", "colour"], "--axes takes names from"),
                         (["--compensation", "loud"], "unknown compensation 'loud'")):
         rc = main([command, *args, *bad])
-        _one_line_error(rc, capsys.readouterr().err, needle)
+        one_line_error(rc, capsys.readouterr().err, needle)
 
 
 # ---------------------------------------------------------------------- Ctrl-C

@@ -6,15 +6,8 @@ import re
 import pytest
 from scipy.stats import false_discovery_control
 
+from checks import run_cli
 from handmade_results import write_task_run
-
-
-def _cli(capsys, *args):
-    from drift_eval.cli import main
-
-    rc = main([str(a) for a in args])
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
 
 
 def _board(root):
@@ -29,7 +22,7 @@ def _board(root):
 
 def test_compare_shows_raw_and_adjusted_p_and_reads_the_adjusted_one(tmp_path, capsys):
     root = _board(tmp_path / "board")
-    rc, out, _ = _cli(capsys, "compare", "new", "shipped", "--in", root, "--format", "json")
+    rc, out, _ = run_cli(capsys, "compare", "new", "shipped", "--in", root, "--format", "json")
     assert rc == 0
     rows = {r["setting"]: r for r in json.loads(out)}
     assert set(rows) == {"none", "log:0.25"}
@@ -40,7 +33,7 @@ def test_compare_shows_raw_and_adjusted_p_and_reads_the_adjusted_one(tmp_path, c
     assert all(r["family"] == 2 and r["adjustment"] == "Benjamini–Hochberg" for r in rows.values())
     ps = [r["p_value"] for r in rows.values()]
     assert [r["p_adjusted"] for r in rows.values()] == pytest.approx(list(false_discovery_control(ps)))
-    rc, text, _ = _cli(capsys, "compare", "new", "shipped", "--in", root)
+    rc, text, _ = run_cli(capsys, "compare", "new", "shipped", "--in", root)
     assert rc == 0 and "p adj: Benjamini–Hochberg over the 2 comparisons shown" in text
     line = next(ln for ln in text.splitlines() if ln.startswith("none"))
     assert "0.0312   0.0625" in line and line.endswith("not significant (exact McNemar)")
@@ -50,7 +43,7 @@ def test_one_comparison_is_a_family_of_one(tmp_path, capsys):
     root = tmp_path / "board"
     write_task_run(root, "shipped", [1] * 36)
     write_task_run(root, "new", [1] * 30 + [0] * 6)
-    rc, out, _ = _cli(capsys, "compare", "new", "shipped", "--in", root, "--format", "json")
+    rc, out, _ = run_cli(capsys, "compare", "new", "shipped", "--in", root, "--format", "json")
     [row] = json.loads(out)
     assert row["p_adjusted"] == pytest.approx(row["p_value"]) and row["verdict"] == "significant"
 
@@ -77,10 +70,10 @@ def test_a_sample_too_small_to_detect_any_difference_says_none(tmp_path, capsys)
     root = tmp_path / "board"
     write_task_run(root, "shipped", [1] * 3)
     write_task_run(root, "new", [0] * 3)
-    rc, out, _ = _cli(capsys, "compare", "new", "shipped", "--in", root, "--format", "json")
+    rc, out, _ = run_cli(capsys, "compare", "new", "shipped", "--in", root, "--format", "json")
     [row] = json.loads(out)
     assert rc == 0 and row["mde"] is None and row["n"] == 3
-    rc, text, _ = _cli(capsys, "compare", "new", "shipped", "--in", root)
+    rc, text, _ = run_cli(capsys, "compare", "new", "shipped", "--in", root)
     assert "'none' where no difference is detectable at this n" in text
     line = next(ln for ln in text.splitlines() if ln.startswith("none "))
     assert re.search(r" 3 +none  not significant \(exact McNemar\)$", line), line  # n, then the MDE column

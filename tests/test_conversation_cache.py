@@ -298,6 +298,9 @@ def _held(tokens, prompt_len, span_end=0):
     (_held([1, 2, 3, 4, 5, 6, 7], 4, 3), [1, 2, 3, 4, 5, 6, 7, 8], 3, "head", (7, True)),
     (_held([1, 2, 3, 4, 5, 6, 7], 4, 3), [1, 2, 3, 4, 5, 6, 7, 8], 3, "const", (3, True)),  # level moves with L
     (_held([1, 2, 3, 4, 5, 6, 7], 4, 4), [1, 2, 3, 4, 5, 6, 7, 8], 8, "log", (4, True)),    # span=prompt
+    # a reasoning model's template drops the trace (50 51 52) from the history: the earlier
+    # prompt is intact and carried, the rest re-encoded
+    (_held([1, 2, 3, 50, 51, 52, 4, 5], 3), [1, 2, 3, 4, 5, 6], 0, "none", (3, True)),
 ])
 def test_exact_prefix(held, new, span_end, mode, want):
     assert exact_prefix(held, torch.tensor(new), span_end, mode) == want

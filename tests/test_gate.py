@@ -6,14 +6,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from checks import write_policy
 from handmade_results import write_output
 
 pytest_plugins = ["pytester"]
-
-
-@pytest.fixture
-def handmade(tmp_path):
-    return write_output(tmp_path / "out")
 
 
 def _gate(capsys, *args):
@@ -22,12 +18,6 @@ def _gate(capsys, *args):
     rc = main(["gate", *map(str, args)])
     cap = capsys.readouterr()
     return rc, cap.out, cap.err
-
-
-def _policy(tmp_path, text):
-    p = tmp_path / "gate.yaml"
-    p.write_text(text)
-    return p
 
 
 def test_loader_reads_settings_intervals_and_pooled_group(handmade):
@@ -55,7 +45,7 @@ def test_loader_reads_settings_intervals_and_pooled_group(handmade):
 ])
 def test_malformed_or_partial_folder_is_one_clear_error(tmp_path, capsys, damage, needle):
     root = tmp_path / "out"
-    policy = _policy(tmp_path, "rules:\n  - {task: drift_french_single, metric: fully_french, min: 0.1}\n")
+    policy = write_policy(tmp_path, "rules:\n  - {task: drift_french_single, metric: fully_french, min: 0.1}\n")
     if damage != "missing":
         root.mkdir()
     if damage in ("bad_json", "not_results", "partial"):
@@ -73,7 +63,7 @@ def test_malformed_or_partial_folder_is_one_clear_error(tmp_path, capsys, damage
 
 
 def test_gate_passes_fails_and_writes_junit(handmade, tmp_path, capsys):
-    ok = _policy(tmp_path, """
+    ok = write_policy(tmp_path, """
 rules:
   - name: French holds under log compensation
     task: drift_french_single
@@ -91,7 +81,7 @@ rules:
     suite = ET.parse(tmp_path / "ok.xml").getroot()
     assert suite.get("tests") == "4" and suite.get("failures") == "0"
 
-    bad = _policy(tmp_path, "rules:\n  - {task: drift_french_single, metric: fully_french, on: lower, min: 0.8}\n")
+    bad = write_policy(tmp_path, "rules:\n  - {task: drift_french_single, metric: fully_french, on: lower, min: 0.8}\n")
     rc, out, _ = _gate(capsys, handmade, "--policy", bad, "--junit-xml", tmp_path / "bad.xml")
     assert rc == 1
     assert ("FAIL  drift_french_single/fully_french [none] lower 95% bound >= 0.8: drift_french_single/fully_french "
@@ -112,7 +102,7 @@ rules:
      "no results for setting 'log:9'"),
 ])
 def test_bad_policy_exits_2_with_one_line(handmade, tmp_path, capsys, text, needle):
-    rc, _, err = _gate(capsys, handmade, "--policy", _policy(tmp_path, text))
+    rc, _, err = _gate(capsys, handmade, "--policy", write_policy(tmp_path, text))
     assert rc == 2 and len(err.strip().splitlines()) == 1 and needle in err, err
 
 
@@ -122,7 +112,7 @@ def test_a_policy_is_checked_once_into_frozen_typed_rules(tmp_path):
     from drift_eval.decide.policy import Policy, Rule, load_policy
 
     (tmp_path / "release").mkdir()
-    policy = load_policy(_policy(tmp_path, """
+    policy = load_policy(write_policy(tmp_path, """
 baseline: release
 candidate: tiny
 rules:
@@ -138,12 +128,12 @@ rules:
     assert isinstance(policy.rules[0].min, float) and policy.rules[2].against_baseline
     with pytest.raises(dataclasses.FrozenInstanceError):
         policy.rules[0].min = 0.0
-    assert load_policy(_policy(tmp_path, "baseline: some-model\nrules:\n  - {task: t, metric: m, min: 0}")).baseline \
+    assert load_policy(write_policy(tmp_path, "baseline: some-model\nrules:\n  - {task: t, metric: m, min: 0}")).baseline \
         == "some-model"  # not a folder: a model name in the results
     with pytest.raises(SystemExit, match=r"gate.yaml: rule 2: min must be a finite number, got None$"):
-        load_policy(_policy(tmp_path, "rules:\n  - {task: t, metric: m, min: 0}\n  - {task: t, metric: m, min: }"))
+        load_policy(write_policy(tmp_path, "rules:\n  - {task: t, metric: m, min: 0}\n  - {task: t, metric: m, min: }"))
     with pytest.raises(SystemExit, match="max_regression needs a baseline"):
-        load_policy(_policy(tmp_path, "rules:\n  - {task: t, metric: m, max_regression: 0.1}")).with_baseline(None)
+        load_policy(write_policy(tmp_path, "rules:\n  - {task: t, metric: m, max_regression: 0.1}")).with_baseline(None)
 
 
 def test_the_pytest_plugin_s_rules_are_checked_as_a_policy_s(handmade, tmp_path):
@@ -208,7 +198,7 @@ def test_pytest_plugin_gates_as_ordinary_tests(handmade, pytester):
 @pytest.mark.slow
 def test_gate_and_report_on_real_sweep(real_sweep, tmp_path, capsys):
     out = real_sweep["dir"]
-    policy = _policy(tmp_path, """
+    policy = write_policy(tmp_path, """
 rules:
   - {task: drift_french_single, metric: echo_rate, setting: all, max: 1.0}
   - {task: position_bias, metric: wasserstein_residual_aware, max: 1.0}
@@ -225,7 +215,7 @@ rules:
 
 
 def test_a_regression_rule_on_a_metric_without_direction_exits_2_before_any_result_is_read(tmp_path, capsys):
-    policy = _policy(tmp_path, "rules:\n  - {task: drift_french_multiturn, metric: mean_words, max_regression: 5}\n")
+    policy = write_policy(tmp_path, "rules:\n  - {task: drift_french_multiturn, metric: mean_words, max_regression: 5}\n")
     rc, out, err = _gate(capsys, tmp_path / "no-results-here", "--policy", policy)
     assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err
     assert "rule 1 (drift_french_multiturn/mean_words) has no direction" in err and "use min or max" in err
@@ -257,7 +247,7 @@ def test_a_number_that_cannot_be_its_metric_is_one_line_naming_the_file_and_fiel
     rule (an infinite share is above any min): the loader refuses it instead (exit 2)."""
     root = tmp_path / "out"
     write_output(root, settings=("none",))
-    policy = _policy(tmp_path, "rules:\n  - {task: drift_french_single, metric: fully_french, min: 0.9}\n")
+    policy = write_policy(tmp_path, "rules:\n  - {task: drift_french_single, metric: fully_french, min: 0.9}\n")
     if where == "results":
         [path] = root.glob("none/*/results_*.json")
         text = path.read_text()
@@ -297,7 +287,7 @@ def test_a_sample_outside_its_declared_kind_is_one_line_naming_the_file_doc_and_
     assert metric in first
     lines[0] = json.dumps({**first, metric: value})
     path.write_text("\n".join(lines) + "\n")
-    policy = _policy(tmp_path, "rules:\n  - {task: drift_french_single, metric: fully_french, min: 0.1}\n")
+    policy = write_policy(tmp_path, "rules:\n  - {task: drift_french_single, metric: fully_french, min: 0.1}\n")
     rc, _, err = _gate(capsys, root, "--policy", policy)
     assert rc == 2 and len(err.strip().splitlines()) == 1 and needle in err and str(path) in err, err
     assert f"doc {first['doc_id']!r}" in err
@@ -313,6 +303,6 @@ def test_a_task_name_that_is_no_task_name_is_refused_before_it_is_used(tmp_path,
     res = json.loads(path.read_text())
     res["results"][name] = res["results"]["drift_french_single"]
     path.write_text(json.dumps(res))
-    policy = _policy(tmp_path, "rules:\n  - {task: drift_french_single, metric: fully_french, min: 0.1}\n")
+    policy = write_policy(tmp_path, "rules:\n  - {task: drift_french_single, metric: fully_french, min: 0.1}\n")
     rc, _, err = _gate(capsys, root, "--policy", policy)
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "not a task name" in err, err

@@ -1,18 +1,12 @@
 """A guest in lm-eval: with the plugin installed, a task that is not a drift task scores
 exactly as it does without it, alone or beside drift tasks in one run, and a drift run
 changes nothing on lm-eval's classes or the user's model."""
-import json
 
 import pytest
 
-from helpers import LM_EVAL, NO_SYSTEM_TEMPLATE, model_with_template, same_as_without_the_plugin, tiny_chat_model
+from helpers import LM_EVAL, same_as_without_the_plugin, tiny_chat_model
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")]
-
-@pytest.fixture(scope="module")
-def no_system_dir(smollm2_dir, tmp_path_factory):
-    return model_with_template(smollm2_dir, tmp_path_factory.mktemp("no_system") / "model", NO_SYSTEM_TEMPLATE)
-
 
 def test_a_template_without_a_system_role_drops_the_system_instruction_as_lm_eval_does(no_system_dir, tmp_path):
     """lm-eval drops a ``--system_instruction`` the template rejects; the plugin leaves

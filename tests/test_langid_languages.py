@@ -120,10 +120,6 @@ def test_a_neighbour_in_the_same_script_is_a_switch():
     assert langid.label_segments([ru], "ru")[0].lang == "ru"
 
 
-def test_malay_counts_as_indonesian():
-    assert "ms" in language("id").aliases
-
-
 def test_words_split_han_and_kana_by_character_and_keep_devanagari_vowel_signs():
     assert text.words("東京で寿司") == ["東", "京", "で", "寿", "司"]
     assert text.words("हिंदी में जवाब दो") == ["हिंदी", "में", "जवाब", "दो"]

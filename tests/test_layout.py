@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from checks import code_strings
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEAVY = ("torch", "transformers", "lm_eval")
 FOLDERS = {"harness_ext": "drift_eval", "metrics": "drift_eval.metrics", "reports": "drift_eval.reports",
@@ -132,24 +134,11 @@ def test_imports_of_the_package_are_absolute():
         assert not relative, f"{os.path.relpath(path, ROOT)} line {relative[0]}: write the import absolute"
 
 
-def _code_strings(path):
-    """String literals of a module, docstrings left out."""
-    tree = ast.parse(open(path, encoding="utf-8").read())
-    docs = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                docs.add(id(first.value))
-    return [n.value for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
-
-
 def test_harness_ext_builds_no_path_into_tasks():
     """Code outside ``tasks/`` reaches task data through the task's ``data.py`` (the import
     contract checks the imports): no path into ``tasks/`` built by hand either."""
     for path in _python_files("harness_ext"):
-        for text in _code_strings(path):
+        for text in code_strings(path):
             assert "tasks/" not in text and not text.startswith("drift_eval.tasks"), \
                 f"{path} names a path under tasks/: {text!r}"
 
@@ -165,3 +154,29 @@ def test_no_test_imports_from_conftest():
 def test_the_readme_fits_in_250_lines():
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
         assert len(fh.read().splitlines()) <= 250
+
+
+def test_the_architecture_table_names_the_contracts_layers_in_order():
+    """docs/architecture.md's table is the one description of the layers: its rows name the
+    import contract's layers (pyproject.toml), highest first, each row the modules of one
+    layer (``tasks/*/utils.py`` stands for every task folder's; what a row says in
+    parentheses is about the modules, not more of them)."""
+    import glob
+    import re
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as fh:
+        contracts = tomllib.load(fh)["tool"]["importlinter"]["contracts"]
+    [layers] = [c["layers"] for c in contracts if c["id"] == "layers"]
+    want = [{m.strip() for m in layer.split("|")} for layer in layers]
+    utils = {f"drift_eval.tasks.{os.path.basename(os.path.dirname(p))}.utils"
+             for p in glob.glob(os.path.join(ROOT, "tasks", "*", "utils.py"))}
+    with open(os.path.join(ROOT, "docs", "architecture.md"), encoding="utf-8") as fh:
+        doc = fh.read()
+    table = doc[doc.index("| layer | modules |"):].split("\n\n")[0].splitlines()[2:]
+    rows = []
+    for line in table:
+        cell = re.sub(r"\([^()]*\)", "", line.split("|")[2])
+        names = set(re.findall(r"`([^`]+)`", cell))
+        rows.append(utils if names == {"tasks/*/utils.py"} else names)
+    assert rows == want

@@ -2,7 +2,6 @@
 or work-tree path in any git-tracked file under docs/ or benchmarks/ (nor in their file
 names), only the portable forms of docs/results/README.md ("Names and paths"). And the
 script that relabels published runs into those forms changes nothing else."""
-import importlib.util
 import json
 import os
 import pathlib
@@ -12,6 +11,7 @@ import subprocess
 
 import pytest
 
+from checks import benchmark
 from handmade_results import write_output
 
 from drift_eval.errors import DriftUsageError
@@ -89,13 +89,6 @@ def test_the_rules_catch_each_kind_of_machine_path(tmp_path):
 
 
 # ------------------------------------------------------------------------ relabelling
-def _protocol_runs():
-    spec = importlib.util.spec_from_file_location("protocol_runs", REPO / "benchmarks" / "protocol_runs.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 OLD_CACHE = "/root/.cache/lm-eval-drift/gguf/SmolLM2-135M-Instruct.Q4_1-0932cb8f3d829473"
 OTHER_CACHE = "/home/ana/.cache/lm-eval-drift/gguf/SmolLM2-135M-Instruct.Q4_1-f0520c7f33d8094d"
 BUNDLED = "$DRIFT_CACHE_DIR/gguf/SmolLM2-135M-Instruct.Q4_1-be7135aa9fde2aae"  # the bundled file's content key
@@ -122,7 +115,7 @@ def _published(root, pretrained, settings, folder):
 
 
 def test_relabelling_changes_the_path_values_and_folder_names_only(tmp_path):
-    runs = _protocol_runs()
+    runs = benchmark("protocol_runs")
     a, b = tmp_path / "single", tmp_path / "control"
     _published(a, OLD_CACHE, ("none", "log:0.25"), OLD_CACHE.replace("/", "__"))
     _published(b, OTHER_CACHE, ("const:0.25",), OTHER_CACHE.replace("/", "__"))
@@ -168,19 +161,19 @@ def test_relabelling_changes_the_path_values_and_folder_names_only(tmp_path):
     ("relative/folder", "pretrained", "relative/folder"),
 ])
 def test_each_path_gets_its_portable_form(value, key, portable):
-    runs = _protocol_runs()
+    runs = benchmark("protocol_runs")
     assert runs.portable(value, key, {}) == portable
 
 
 def test_model_args_written_as_text_are_relabelled_value_by_value():
-    runs = _protocol_runs()
+    runs = benchmark("protocol_runs")
     doc = {"config": {"model_args": f"pretrained={OLD_CACHE},dtype=float32", "model": "hf-drift"}}
     assert runs._portable_tree(doc, runs.gguf_keys()) == {
         "config": {"model_args": f"pretrained={BUNDLED},dtype=float32", "model": "hf-drift"}}
 
 
 def test_a_path_without_a_portable_form_stops_before_anything_is_written(tmp_path):
-    runs = _protocol_runs()
+    runs = benchmark("protocol_runs")
     _published(tmp_path / "run", OLD_CACHE, ("none",), "m")
     stray = tmp_path / "run" / "z.json"
     stray.write_text(json.dumps({"log_file": "/var/log/run.txt"}))

@@ -10,17 +10,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from checks import run_cli, write_policy
 from handmade_results import write_output, write_task_run
 
 pytest_plugins = ["pytester"]
-
-
-def _cli(capsys, *args):
-    from drift_eval.cli import main
-
-    rc = main([str(a) for a in args])
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
 
 
 # ---------------------------------------------------------------------- the statistics
@@ -105,7 +98,7 @@ def test_two_runs_of_one_key_are_an_error_naming_both_files(tmp_path, capsys):
     first = next(root.glob("none/*/results_*.json"))
     write_output(root / "again", settings=("none",), date="2026-03-01T00-00-00.000000")  # the same run, rerun
     second = next((root / "again").glob("none/*/results_*.json"))
-    rc, _, err = _cli(capsys, "report", root, "-o", tmp_path / "r.html")
+    rc, _, err = run_cli(capsys, "report", root, "-o", tmp_path / "r.html")
     assert rc == 2 and len(err.strip().splitlines()) == 1
     assert f"two results for tiny under none, task drift_french_single: {first} and {second}; move one" in err
 
@@ -126,12 +119,6 @@ def test_models_get_readable_names(model_args, res, name):
 
 
 # ---------------------------------------------------------------------- planted regressions
-def _policy(tmp_path, text):
-    p = tmp_path / "gate.yaml"
-    p.write_text(text)
-    return p
-
-
 RULE = "rules:\n  - {task: drift_french_single, metric: fully_french, max_regression: 0.05, on: upper}\n"
 
 
@@ -139,8 +126,8 @@ def test_the_gate_catches_a_planted_regression(tmp_path, capsys):
     """36 documents: the baseline French on all, the candidate on 6 (30 flipped)."""
     base = write_task_run(tmp_path / "release", "shipped", [1] * 36)
     cand = write_task_run(tmp_path / "candidate", "new", [1] * 6 + [0] * 30)
-    policy = _policy(tmp_path, f"baseline: {base}\n" + RULE)
-    rc, out, err = _cli(capsys, "gate", cand, "--policy", policy, "--junit-xml", tmp_path / "gate.xml")
+    policy = write_policy(tmp_path, f"baseline: {base}\n" + RULE)
+    rc, out, err = run_cli(capsys, "gate", cand, "--policy", policy, "--junit-xml", tmp_path / "gate.xml")
     assert rc == 1, err
     line = next(ln for ln in out.splitlines() if ln.startswith("FAIL"))
     assert ("drift_french_single/fully_french under none, new vs shipped: worse beyond the tolerance 0.05: "
@@ -152,7 +139,7 @@ def test_the_gate_catches_a_planted_regression(tmp_path, capsys):
     assert float(props["difference"]) == pytest.approx(-30 / 36, **six_digits)
     assert float(props["p_value"]) == pytest.approx(2 * 0.5 ** 30, **six_digits) and props["n"] == "36"
     assert line.endswith(case.find("failure").get("message"))
-    rc, out, _ = _cli(capsys, "compare", cand, base)
+    rc, out, _ = run_cli(capsys, "compare", cand, base)
     assert rc == 0 and "drift_french_single/fully_french" in out and "significant (exact McNemar)" in out
 
 
@@ -163,9 +150,9 @@ UNFORCED = {"generation_kwargs": {"max_gen_toks": 2048, "min_new_tokens": 0}, "m
 def _refused_by_compare_gate_and_report(tmp_path, capsys, cand, base, want):
     """``compare``, the gate and the report of ``cand`` against ``base`` each exit 2 with
     ``want`` as their last line."""
-    for args in (("compare", cand, base), ("gate", cand, "--policy", _policy(tmp_path, f"baseline: {base}\n" + RULE)),
+    for args in (("compare", cand, base), ("gate", cand, "--policy", write_policy(tmp_path, f"baseline: {base}\n" + RULE)),
                  ("report", cand, "--baseline", base, "-o", tmp_path / "r.html")):
-        rc, out, err = _cli(capsys, *args)
+        rc, out, err = run_cli(capsys, *args)
         assert rc == 2 and err.strip().splitlines()[-1] == want, (args[0], err)
 
 
@@ -179,7 +166,7 @@ def test_a_forced_run_is_never_compared_with_an_unforced_one(tmp_path, capsys):
             "compared; compare runs whose answers were made alike")
     _refused_by_compare_gate_and_report(tmp_path, capsys, cand, base, want)
     same = write_task_run(tmp_path / "again", "again", [1] * 36, task_config=FORCED)
-    rc, out, err = _cli(capsys, "compare", same, base)
+    rc, out, err = run_cli(capsys, "compare", same, base)
     assert rc == 0, err  # two forced runs are compared as before
     from drift_eval.decide.results import load_output
 
@@ -198,21 +185,21 @@ def test_runs_of_two_versions_of_a_task_are_never_compared(tmp_path, capsys):
             "not compared; rerun the older run on this version of the task and compare again")
     _refused_by_compare_gate_and_report(tmp_path, capsys, cand, base, want)
     same = write_task_run(tmp_path / "again", "again", [1] * 36, version="3")  # lm-eval writes a number or a string
-    rc, out, err = _cli(capsys, "compare", same, cand)
+    rc, out, err = run_cli(capsys, "compare", same, cand)
     assert rc == 0 and "drift_french_single/fully_french" in out, err
     from drift_eval.decide.results import load_output
 
     assert load_output(cand).run("none").provenance["task_versions"] == "drift_french_single 3.0"
     unversioned = write_task_run(tmp_path / "older", "older", [1] * 36)  # results that record no version
-    rc, out, err = _cli(capsys, "compare", cand, unversioned)
+    rc, out, err = run_cli(capsys, "compare", cand, unversioned)
     assert rc == 0, err
 
 
 def test_a_tiny_regression_on_eight_documents_is_underpowered(tmp_path, capsys):
     base = write_task_run(tmp_path / "release", "shipped", [1] * 8)
     cand = write_task_run(tmp_path / "candidate", "new", [1] * 7 + [0])
-    policy = _policy(tmp_path, f"baseline: {base}\n" + RULE)
-    rc, out, _ = _cli(capsys, "gate", cand, "--policy", policy, "--junit-xml", tmp_path / "gate.xml")
+    policy = write_policy(tmp_path, f"baseline: {base}\n" + RULE)
+    rc, out, _ = run_cli(capsys, "gate", cand, "--policy", policy, "--junit-xml", tmp_path / "gate.xml")
     assert rc == 3  # undetermined: neither a pass, nor a failure, nor unusable input (2)
     line = next(ln for ln in out.splitlines() if ln.startswith("UNDERPOWERED"))
     # one of 8 documents disagrees: taken as two-way background, no regression up to 1 reaches 80% power
@@ -220,8 +207,8 @@ def test_a_tiny_regression_on_eight_documents_is_underpowered(tmp_path, capsys):
     assert "so a pass would not mean no regression" in line and "0 passed, 0 failed, 1 underpowered" in out
     assert ET.parse(tmp_path / "gate.xml").getroot().find("testcase/error").get("type") == "underpowered"
     # underpowered: warn judges the rule anyway: the upper bound is far above 0.05
-    policy = _policy(tmp_path, f"baseline: {base}\nunderpowered: warn\n" + RULE)
-    rc, out, _ = _cli(capsys, "gate", cand, "--policy", policy)
+    policy = write_policy(tmp_path, f"baseline: {base}\nunderpowered: warn\n" + RULE)
+    rc, out, _ = run_cli(capsys, "gate", cand, "--policy", policy)
     assert rc == 1 and "[warning: underpowered" in out
 
 
@@ -231,7 +218,7 @@ def test_a_large_sample_without_regression_passes(tmp_path, capsys):
     swapped[0], swapped[-1] = 0, 1  # one document better, one worse: no regression
     base = write_task_run(tmp_path / "release", "shipped", values)
     cand = write_task_run(tmp_path / "candidate", "new", swapped)
-    rc, out, _ = _cli(capsys, "gate", cand, "--policy", _policy(tmp_path, f"baseline: {base}\n" + RULE))
+    rc, out, _ = run_cli(capsys, "gate", cand, "--policy", write_policy(tmp_path, f"baseline: {base}\n" + RULE))
     from drift_eval.metrics import stats
 
     # Tango's score interval (continuity-corrected) for one pair up and one down of 400
@@ -244,12 +231,12 @@ def test_baseline_as_a_model_in_the_same_folder(tmp_path, capsys):
     root = tmp_path / "board"
     write_task_run(root, "shipped", [1] * 36)
     write_task_run(root, "new", [1] * 6 + [0] * 30)
-    rc, out, _ = _cli(capsys, "gate", root, "--policy", _policy(tmp_path, RULE), "--baseline", "shipped")
+    rc, out, _ = run_cli(capsys, "gate", root, "--policy", write_policy(tmp_path, RULE), "--baseline", "shipped")
     assert rc == 1 and "new vs shipped" in out
-    rc, out, _ = _cli(capsys, "compare", "new", "shipped", "--in", root, "--format", "json")
+    rc, out, _ = run_cli(capsys, "compare", "new", "shipped", "--in", root, "--format", "json")
     [row] = json.loads(out)
     assert row["difference"] == pytest.approx(-30 / 36) and row["verdict"] == "significant" and row["n"] == 36
-    rc, _, err = _cli(capsys, "gate", root, "--policy", _policy(tmp_path, RULE))
+    rc, _, err = run_cli(capsys, "gate", root, "--policy", write_policy(tmp_path, RULE))
     assert rc == 2 and "max_regression needs a baseline" in err
 
 
@@ -262,7 +249,7 @@ def test_baseline_as_a_model_in_the_same_folder(tmp_path, capsys):
 ])
 def test_bad_baseline_policies_are_unusable(tmp_path, capsys, text, needle):
     root = write_task_run(tmp_path / "c", "new", [1] * 8)
-    rc, _, err = _cli(capsys, "gate", root, "--policy", _policy(tmp_path, text))
+    rc, _, err = run_cli(capsys, "gate", root, "--policy", write_policy(tmp_path, text))
     assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
 
 
@@ -286,7 +273,7 @@ def test_leaderboard_ranks_rows_and_marks_ties(tmp_path, capsys):
     root = tmp_path / "out"
     write_output(root, settings=("none", "log:0.25"), model="alpha")
     write_output(root, settings=("none",), model="beta", french_shift=9)
-    rc, out, _ = _cli(capsys, "leaderboard", root)
+    rc, out, _ = run_cli(capsys, "leaderboard", root)
     lines = [ln for ln in out.splitlines() if ln.startswith("| ")]
     header = lines[0].split(" | ")
     assert header[:5] == ["| rank", "model", "setting", "answers", "drift_french/drift_score"]
@@ -298,14 +285,14 @@ def test_leaderboard_ranks_rows_and_marks_ties(tmp_path, capsys):
     assert ranks == [("1", "alpha", "log:0.25"), ("2", "alpha", "none"), ("3", "beta", "none")]
     # gamma: 12 + 4 of 24 [0.47, 0.82]: below alpha/log:0.25, overlapping alpha/none: tied with it
     write_output(tmp_path / "more", settings=("const:0.25",), model="gamma")
-    rc, _, _ = _cli(capsys, "leaderboard", root, tmp_path / "more", "-o", tmp_path / "board.csv")
+    rc, _, _ = run_cli(capsys, "leaderboard", root, tmp_path / "more", "-o", tmp_path / "board.csv")
     rows = list(csv.DictReader(io.StringIO((tmp_path / "board.csv").read_text())))
     assert [(r["model"], r["setting"], r["rank"], r["tied"]) for r in rows] == [
         ("alpha", "log:0.25", "1", "False"), ("gamma", "const:0.25", "2", "True"), ("alpha", "none", "2", "True"),
         ("beta", "none", "4", "False")]
     assert float(rows[0]["drift_french/drift_score:value"]) == pytest.approx(24 / 24)
     assert float(rows[2]["french_turn_8"]) == 0.0 and rows[0]["alpha_median"] == "0.5"
-    rc, _, _ = _cli(capsys, "leaderboard", root, "-o", tmp_path / "board.json")
+    rc, _, _ = run_cli(capsys, "leaderboard", root, "-o", tmp_path / "board.json")
     assert json.loads((tmp_path / "board.json").read_text())["rows"][0]["model"] == "alpha"
 
 
@@ -317,18 +304,18 @@ def test_without_a_group_each_task_headline_ranks_in_its_direction(tmp_path, cap
     write_task_run(root, "a", [1] * 20)                # 20/20: Wilson [0.84, 1.00]
     write_task_run(root, "b", [0] * 20)                # 0/20: [0.00, 0.16]
     write_task_run(root, "c", [1] * 10 + [0] * 10)     # 10/20: [0.30, 0.70]
-    rc, out, _ = _cli(capsys, "leaderboard", root)
+    rc, out, _ = run_cli(capsys, "leaderboard", root)
     lines = [ln.split(" | ") for ln in out.splitlines() if ln.startswith("| ")][1:]
     assert rc == 0 and [(ln[0][2:], ln[1].strip("`")) for ln in lines] == [("1", "a"), ("2", "c"), ("3", "b")]
     assert "Ranked by drift_french_single/fully_french (higher is better)" in out
     assert out.count("drift_french_single/fully_french |") == 1  # the headline is not shown twice
-    _cli(capsys, "leaderboard", root, "-o", tmp_path / "board.csv")
+    run_cli(capsys, "leaderboard", root, "-o", tmp_path / "board.csv")
     text = (tmp_path / "board.csv").read_text()
     assert "\r" not in text and [r["model"] for r in csv.DictReader(io.StringIO(text))] == ["a", "c", "b"]
     ppl = tmp_path / "ppl"
     write_task_run(ppl, "worse", [0.5] * 10, task="drift_ppl", metric="perplexity_change")
     write_task_run(ppl, "better", [0.1] * 10, task="drift_ppl", metric="perplexity_change")
-    _cli(capsys, "leaderboard", ppl, "-o", tmp_path / "ppl.json")
+    run_cli(capsys, "leaderboard", ppl, "-o", tmp_path / "ppl.json")
     board = json.loads((tmp_path / "ppl.json").read_text())
     assert board["ranked_by"] == "drift_ppl/perplexity_change"
     assert [(r["model"], r["rank"]) for r in board["rows"]] == [("better", 1), ("worse", 2)]
@@ -342,17 +329,17 @@ def test_the_leaderboard_ranks_runs_of_two_task_versions_apart(tmp_path, capsys)
     write_task_run(root, "a", [1] * 20, version=3.0)             # 20/20: Wilson [0.84, 1.00]
     write_task_run(root, "b", [1] * 10 + [0] * 10, version=3.0)  # 10/20: [0.30, 0.70]
     write_task_run(root, "old", [0] * 20, version=2.1)           # would rank 3rd at one version
-    _cli(capsys, "leaderboard", root, "-o", tmp_path / "board.json")
+    run_cli(capsys, "leaderboard", root, "-o", tmp_path / "board.json")
     board = json.loads((tmp_path / "board.json").read_text())
     got = {r["model"]: (r["rank"], r["answers"]) for r in board["rows"]}
     assert got == {"a": (1, "drift_french_single version 3.0"), "b": (2, "drift_french_single version 3.0"),
                    "old": (1, "drift_french_single version 2.1")}
-    rc, out, _ = _cli(capsys, "leaderboard", root)
+    rc, out, _ = run_cli(capsys, "leaderboard", root)
     assert rc == 0 and "at the same task version" in out
     same = tmp_path / "same"
     write_task_run(same, "a", [1] * 20, version=3.0)
     write_task_run(same, "b", [0] * 20, version=3.0)
-    _cli(capsys, "leaderboard", same, "-o", tmp_path / "same.json")
+    run_cli(capsys, "leaderboard", same, "-o", tmp_path / "same.json")
     assert [(r["model"], r["rank"], r["answers"]) for r in json.loads((tmp_path / "same.json").read_text())["rows"]] \
         == [("a", 1, "—"), ("b", 2, "—")]
 
@@ -395,15 +382,15 @@ def test_a_hostile_model_name_is_inert_in_every_leaderboard_format(tmp_path, cap
     doc = json.loads(path.read_text())
     doc["config"]["model_args"]["pretrained"] = HOSTILE_MODEL
     path.write_text(json.dumps(doc))
-    rc, out, _ = _cli(capsys, "leaderboard", root)
+    rc, out, _ = run_cli(capsys, "leaderboard", root)
     assert rc == 0 and "\x1b" not in out and "\x07" not in out and "\\x1b]0;pwned\\x07" in out
     cmarkgfm = pytest.importorskip("cmarkgfm")
     html = cmarkgfm.github_flavored_markdown_to_html(out.replace("\\x1b", "\x1b").replace("\\x07", "\x07"))
     assert "<img" not in html and "<a " not in html and "<code>=HYPERLINK(" in html
-    _cli(capsys, "leaderboard", root, "-o", tmp_path / "board.csv")
+    run_cli(capsys, "leaderboard", root, "-o", tmp_path / "board.csv")
     [row] = list(csv.DictReader(io.StringIO((tmp_path / "board.csv").read_text())))
     assert row["model"] == "'" + HOSTILE_MODEL.replace("\x1b", "\\x1b").replace("\x07", "\\x07")
-    _cli(capsys, "leaderboard", root, "-o", tmp_path / "board.json")
+    run_cli(capsys, "leaderboard", root, "-o", tmp_path / "board.json")
     assert json.loads((tmp_path / "board.json").read_text())["rows"][0]["model"] == HOSTILE_MODEL
 
 
@@ -463,14 +450,14 @@ def test_a_rate_is_compared_as_a_rate_even_where_its_values_are_0_or_1(tmp_path,
                           metric="leak_per_1000")
     m = load_output(cand).metric("drift_french_multiturn", "leak_per_1000")
     assert m.binary is False and (m.lower, m.upper) != stats.wilson_interval(8, 32)
-    rc, out, err = _cli(capsys, "compare", cand, base)
+    rc, out, err = run_cli(capsys, "compare", cand, base)
     assert rc == 0, err
     line = next(ln for ln in out.splitlines() if "leak_per_1000" in ln)
     # 8 non-zero differences, all one way: exact p 2 / 2^8
     assert "paired permutation" in line and f"{2 / 256:8.4f}" in line, line
     single = write_task_run(tmp_path / "single", "new", [1] * 8 + [0] * 24)
     again = write_task_run(tmp_path / "single0", "shipped", [0] * 32)
-    rc, out, err = _cli(capsys, "compare", single, again)
+    rc, out, err = run_cli(capsys, "compare", single, again)
     assert rc == 0 and "exact McNemar" in out, err
 
 
@@ -480,9 +467,9 @@ def test_the_gate_writes_a_markdown_summary_for_the_ci_page(tmp_path, capsys, mo
     names from the results are code spans; unusable input is summarised too (exit 2)."""
     base = write_task_run(tmp_path / "release", "shipped", [1] * 36)
     cand = write_task_run(tmp_path / "candidate", "new <b>*x*|y", [1] * 6 + [0] * 30)
-    policy = _policy(tmp_path, f"baseline: {base}\n" + RULE)
+    policy = write_policy(tmp_path, f"baseline: {base}\n" + RULE)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    rc, out, err = _cli(capsys, "gate", cand, "--policy", policy, "--summary", tmp_path / "summary.md")
+    rc, out, err = run_cli(capsys, "gate", cand, "--policy", policy, "--summary", tmp_path / "summary.md")
     assert rc == 1, err
     text = (tmp_path / "summary.md").read_text()
     assert text.startswith("## drift-eval gate: FAIL\n") and "0 passed, 1 failed, 0 underpowered." in text
@@ -494,13 +481,13 @@ def test_the_gate_writes_a_markdown_summary_for_the_ci_page(tmp_path, capsys, mo
     step = tmp_path / "step.md"
     step.write_text("earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
-    rc, _, _ = _cli(capsys, "gate", base, "--policy", _policy(tmp_path, RULE.replace(
+    rc, _, _ = run_cli(capsys, "gate", base, "--policy", write_policy(tmp_path, RULE.replace(
         "max_regression: 0.05, on: upper", "min: 0.5")))
     assert rc == 0 and step.read_text().startswith("earlier step\n## drift-eval gate: PASS\n")
-    rc, _, err = _cli(capsys, "gate", tmp_path / "nowhere", "--policy", policy)
+    rc, _, err = run_cli(capsys, "gate", tmp_path / "nowhere", "--policy", policy)
     assert rc == 2 and "## drift-eval gate: UNUSABLE INPUT" in step.read_text()
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path))  # a folder: refused before any work
-    rc, _, err = _cli(capsys, "gate", cand, "--policy", policy)
+    rc, _, err = run_cli(capsys, "gate", cand, "--policy", policy)
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "GITHUB_STEP_SUMMARY" in err, err
 
 
@@ -510,11 +497,11 @@ def test_a_name_in_the_results_cannot_print_a_line_of_its_own(tmp_path, capsys):
     JUnit file stays well-formed XML."""
     base = write_task_run(tmp_path / "release", "shipped", [1] * 36)
     cand = write_task_run(tmp_path / "candidate", "new\x01\nPASS  all rules\u202e", [1] * 6 + [0] * 30)
-    rc, out, _ = _cli(capsys, "gate", cand, "--policy", _policy(tmp_path, f"baseline: {base}\n" + RULE))
+    rc, out, _ = run_cli(capsys, "gate", cand, "--policy", write_policy(tmp_path, f"baseline: {base}\n" + RULE))
     assert rc == 1
     assert not any(line.startswith("PASS") for line in out.splitlines()), out
     assert "new\\x01\\x0aPASS  all rules\\u202e vs shipped" in out and "\u202e" not in out
-    rc, _, _ = _cli(capsys, "gate", cand, "--policy", _policy(tmp_path, f"baseline: {base}\n" + RULE),
+    rc, _, _ = run_cli(capsys, "gate", cand, "--policy", write_policy(tmp_path, f"baseline: {base}\n" + RULE),
                     "--junit-xml", tmp_path / "gate.xml")
     case = ET.parse(tmp_path / "gate.xml").getroot().find("testcase")  # well-formed XML 1.0
     props = {p.get("name"): p.get("value") for p in case.find("properties")}
@@ -531,14 +518,14 @@ def test_a_policys_relative_baseline_is_found_beside_the_policy_and_nowhere_else
     monkeypatch.chdir(tmp_path / "work")  # releases/v1 is here, not beside the policy
     policy = tmp_path / "gates" / "gate.yaml"
     policy.write_text("baseline: releases/v1\n" + RULE)
-    rc, _, err = _cli(capsys, "gate", cand, "--policy", policy)
+    rc, _, err = run_cli(capsys, "gate", cand, "--policy", policy)
     assert rc == 2 and len(err.strip().splitlines()) == 1, err
     assert str(tmp_path / "gates" / "releases" / "v1") in err and "beside the policy file" in err
     monkeypatch.chdir(tmp_path / "work" / "releases")
     policy.write_text("baseline: v1\n" + RULE)  # a folder of the working folder, but a bare name: a model
-    rc, _, err = _cli(capsys, "gate", cand, "--policy", policy)
+    rc, _, err = run_cli(capsys, "gate", cand, "--policy", policy)
     assert rc == 2 and "baseline 'v1' is neither a results folder nor a model" in err, err
     (tmp_path / "gates" / "releases").symlink_to(tmp_path / "work" / "releases")
     policy.write_text("baseline: releases/v1\n" + RULE)  # beside the policy: found
-    rc, out, err = _cli(capsys, "gate", cand, "--policy", policy)
+    rc, out, err = run_cli(capsys, "gate", cand, "--policy", policy)
     assert rc in (0, 3) and "new vs shipped" in out and base, err

@@ -13,19 +13,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from checks import Planted, benchmark, one_line_error, run_cli
 from handmade_results import write_output
 
 POLICY = "rules:\n  - {task: drift_french_single, metric: fully_french, min: 0.1}\n"
-
-
-class Planted:
-    """Unpickling this runs a shell command that creates a file: the proof that code ran."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.system, (f"touch {self.marker}",))
 
 
 def _fingerprint(root):
@@ -37,22 +28,6 @@ def _fingerprint(root):
             with open(p, "rb") as fh:
                 out[p] = hashlib.sha256(fh.read()).hexdigest()
     return out
-
-
-def _cli(capsys, *args):
-    from drift_eval.cli import main
-
-    rc = main([str(a) for a in args])
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
-
-
-def _one_line_error(rc, err, needle=""):
-    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-    assert rc == 2, err
-    assert len(lines) == 1 and lines[0].startswith("drift-eval: error: "), err
-    assert needle in lines[0], err
-    return lines[0]
 
 
 @pytest.fixture
@@ -80,10 +55,10 @@ def _results(root, setting="none"):
 def _check_report_and_gate(capsys, root, policy, tmp_path, needle):
     """Report and gate both refuse the folder with the same one line; nothing changes."""
     before = _fingerprint(root)
-    rc, _, err = _cli(capsys, "report", root, "-o", tmp_path / "r.html")
-    line = _one_line_error(rc, err, needle)
-    rc, _, err = _cli(capsys, "gate", root, "--policy", policy)
-    assert _one_line_error(rc, err, needle) == line
+    rc, _, err = run_cli(capsys, "report", root, "-o", tmp_path / "r.html")
+    line = one_line_error(rc, err, needle)
+    rc, _, err = run_cli(capsys, "gate", root, "--policy", policy)
+    assert one_line_error(rc, err, needle) == line
     assert not (tmp_path / "r.html").exists() and _fingerprint(root) == before
 
 
@@ -199,8 +174,8 @@ def test_folders_in_place_of_files(capsys, out, policy, tmp_path):
     p.unlink()
     p.mkdir()
     _check_report_and_gate(capsys, out, policy, tmp_path, f"{p} is a folder where a samples file should be")
-    rc, _, err = _cli(capsys, "gate", tmp_path / "empty", "--policy", tmp_path)
-    _one_line_error(rc, err, "is a folder where a policy file should be")
+    rc, _, err = run_cli(capsys, "gate", tmp_path / "empty", "--policy", tmp_path)
+    one_line_error(rc, err, "is a folder where a policy file should be")
 
 
 def test_a_damaged_sweep_manifest_is_named(capsys, out, policy, tmp_path):
@@ -232,8 +207,8 @@ def test_bad_policies_are_unusable_input(capsys, out, tmp_path, text, needle):
     p = tmp_path / "gate.yaml"
     p.write_text(text.replace("{marker}", str(marker)))
     before = _fingerprint(out)
-    rc, _, err = _cli(capsys, "gate", out, "--policy", p)
-    _one_line_error(rc, err, needle)
+    rc, _, err = run_cli(capsys, "gate", out, "--policy", p)
+    one_line_error(rc, err, needle)
     assert not marker.exists() and _fingerprint(out) == before
 
 
@@ -241,21 +216,21 @@ def test_policy_that_is_not_text(capsys, out, tmp_path):
     write_output(out)
     p = tmp_path / "gate.yaml"
     p.write_bytes(bytes(range(256)) * 4)
-    rc, _, err = _cli(capsys, "gate", out, "--policy", p)
-    _one_line_error(rc, err, f"{p} is not UTF-8 text")
+    rc, _, err = run_cli(capsys, "gate", out, "--policy", p)
+    one_line_error(rc, err, f"{p} is not UTF-8 text")
     p.write_bytes(b"rules: []\n" + b"#" * 2_000_000)
-    rc, _, err = _cli(capsys, "gate", out, "--policy", p)
-    _one_line_error(rc, err, "is larger than 1000000 bytes: not a policy file")
+    rc, _, err = run_cli(capsys, "gate", out, "--policy", p)
+    one_line_error(rc, err, "is larger than 1000000 bytes: not a policy file")
 
 
 def test_a_gate_that_cannot_finish_leaves_no_passing_junit(capsys, out, policy, tmp_path):
     write_output(out)
     junit = tmp_path / "gate.xml"
-    rc, _, _ = _cli(capsys, "gate", out, "--policy", policy, "--junit-xml", junit)
+    rc, _, _ = run_cli(capsys, "gate", out, "--policy", policy, "--junit-xml", junit)
     assert rc == 0 and ET.parse(junit).getroot().get("failures") == "0"
     _results(out, "const:0.25").write_text("{")  # the folder is damaged after that passing run
-    rc, _, err = _cli(capsys, "gate", out, "--policy", policy, "--junit-xml", junit)
-    line = _one_line_error(rc, err, "is not valid JSON")
+    rc, _, err = run_cli(capsys, "gate", out, "--policy", policy, "--junit-xml", junit)
+    line = one_line_error(rc, err, "is not valid JSON")
     suite = ET.parse(junit).getroot()
     assert suite.get("errors") == "1" and suite.find("testcase/error").get("message") in line
     assert suite.find("testcase/system-out") is None  # the old passing case is gone
@@ -267,15 +242,15 @@ def test_unwritable_outputs_are_one_line(capsys, out, policy, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     before = _fingerprint(out)
-    rc, _, err = _cli(capsys, "report", out, "-o", blocker / "report.html")
-    _one_line_error(rc, err, f"-o {blocker / 'report.html'}: {blocker} is a file, not a folder")
+    rc, _, err = run_cli(capsys, "report", out, "-o", blocker / "report.html")
+    one_line_error(rc, err, f"-o {blocker / 'report.html'}: {blocker} is a file, not a folder")
     (tmp_path / "dir.html").mkdir()
-    rc, _, err = _cli(capsys, "report", out, "-o", tmp_path / "dir.html")
-    _one_line_error(rc, err, "is a folder: give a file")
-    rc, _, err = _cli(capsys, "gate", out, "--policy", policy, "--junit-xml", blocker / "gate.xml")
-    _one_line_error(rc, err, f"--junit-xml {blocker / 'gate.xml'}: {blocker} is a file, not a folder")
-    rc, _, err = _cli(capsys, "sweep", "--output", blocker, "--settings", "none")
-    _one_line_error(rc, err, "is a file: give a folder")
+    rc, _, err = run_cli(capsys, "report", out, "-o", tmp_path / "dir.html")
+    one_line_error(rc, err, "is a folder: give a file")
+    rc, _, err = run_cli(capsys, "gate", out, "--policy", policy, "--junit-xml", blocker / "gate.xml")
+    one_line_error(rc, err, f"--junit-xml {blocker / 'gate.xml'}: {blocker} is a file, not a folder")
+    rc, _, err = run_cli(capsys, "sweep", "--output", blocker, "--settings", "none")
+    one_line_error(rc, err, "is a file: give a folder")
     assert _fingerprint(out) == before and blocker.read_text() == "x"
 
 
@@ -357,17 +332,6 @@ def test_answers_keep_their_metadata_through_the_cache(tmp_path):
     assert AnswerCache(str(tmp_path)).get("k", "generate_until") is None
 
 
-def _protocol_runs():
-    import importlib.util
-    import pathlib
-
-    path = pathlib.Path(__file__).parents[1] / "benchmarks" / "protocol_runs.py"
-    spec = importlib.util.spec_from_file_location("protocol_runs", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_a_run_checkpoint_carries_every_answer_and_is_checked_before_anything_is_stored(tmp_path, capsys):
     """A sweep's answer caches leave as JSON lines and come back answer for answer; a
     damaged checkpoint is named with its row and stores nothing, not even its good files."""
@@ -378,7 +342,7 @@ def test_a_run_checkpoint_carries_every_answer_and_is_checked_before_anything_is
     from drift_eval.errors import DamagedFile, DriftUsageError
     from drift_eval.plugin.answers import Answer
 
-    runs = _protocol_runs()
+    runs = benchmark("protocol_runs")
     conversation = json.dumps([{"role": "user", "content": "Salut"}, {"role": "assistant", "content": "Bonjour"}])
     stored = {"none": [("a", "generate_until", Answer("Bonjour à tous", tokens=5, forced_length=True, natural_end=2)),
                        ("b", "loglikelihood", (float("-inf"), False)),
@@ -557,8 +521,8 @@ def test_concurrent_cache_writers_keep_every_answer(tmp_path):
 ])
 def test_cli_ranges_fail_before_any_work(capsys, tmp_path, monkeypatch, args, needle):
     monkeypatch.chdir(tmp_path)
-    rc, out, err = _cli(capsys, *args)
-    _one_line_error(rc, err, needle)
+    rc, out, err = run_cli(capsys, *args)
+    one_line_error(rc, err, needle)
     assert out == "" and os.listdir(tmp_path) == []
 
 
@@ -566,8 +530,8 @@ def test_text_files_that_are_not_utf8_fail_before_the_model_loads(capsys, tmp_pa
     bad = tmp_path / "latin1.txt"
     bad.write_bytes("Le café est chaud.".encode("latin-1"))
     for cmd in ("position-bias", "accessibility"):
-        rc, out, err = _cli(capsys, cmd, "--text", bad)
-        _one_line_error(rc, err, f"{bad} is not UTF-8 text")
+        rc, out, err = run_cli(capsys, cmd, "--text", bad)
+        one_line_error(rc, err, f"{bad} is not UTF-8 text")
         assert out == ""
 
 
@@ -642,7 +606,7 @@ def test_pair_compares_two_tasks_document_by_document(tmp_path):
 
     from drift_eval.errors import DriftUsageError
 
-    runs = _protocol_runs()
+    runs = benchmark("protocol_runs")
     plain = [1, 1, 0, 0, 0, 0, 0, 0, 1, 0]
     control = [1, 1, 1, 1, 1, 1, 1, 1, 1, 0]
     write_task_run(str(tmp_path / "plain"), "m", plain, task="plain_task", metric="french_turn_8")
@@ -660,7 +624,7 @@ def test_pair_compares_two_tasks_document_by_document(tmp_path):
 def test_publish_keeps_generated_answers_whole_and_cuts_teacher_forced_continuations(tmp_path):
     """A published run can be scored again: every answer and every conversation turn is
     copied whole; only the bundled continuations of teacher-forced requests are cut."""
-    runs = _protocol_runs()
+    runs = benchmark("protocol_runs")
     answer = "Bonjour. " * 400
     turns = json.dumps([{"role": "system", "content": "Réponds en français."}, {"role": "user", "content": "Hi"},
                         {"role": "assistant", "content": "Salut ! " * 300}], ensure_ascii=False)

@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from checks import Planted
 from helpers import DRIFT_EVAL, ENV, run_drift_eval, run_lm_eval, tiny_chat_model
 
 pytestmark = pytest.mark.slow
@@ -25,14 +26,6 @@ pytestmark = pytest.mark.slow
 TASKS = "drift_french_single,drift_french_multiturn_fixed"
 ARGS = ["--settings", "none,log:1", "--tasks", TASKS, "--limit", "4", "--gen-kwargs", "max_gen_toks=48",
         "--batch-size", "1"]
-
-
-class Planted:
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.system, (f"touch {self.marker}",))
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,9 @@ import subprocess
 import pytest
 
 from drift_eval.reports import text
+from checks import code_strings
 from handmade_results import INJECTED, write_output
 from helpers import png_pixels
-
-
-@pytest.fixture(scope="module")
-def handmade(tmp_path_factory):
-    return write_output(tmp_path_factory.mktemp("report") / "out")
 
 
 @pytest.fixture(scope="module")
@@ -552,18 +548,6 @@ def test_line_plot_legend_column_fits_the_longest_series_name():
     assert x + LEGEND_CHAR_PX * len(name) <= width(svg)
 
 
-def _code_strings(path):
-    """String literals of a module (f-string pieces too), docstrings left out."""
-    import ast
-
-    tree = ast.parse(open(path, encoding="utf-8").read())
-    docs = {id(node.body[0].value) for node in ast.walk(tree)
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and node.body
-            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
-    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-            and id(n) not in docs]
-
-
 def test_report_code_names_no_task_and_no_metric():
     """The report reads metric names, directions and roles from the task YAMLs (the catalogue):
     no string in its code (the leaderboard aside) is a task's or a metric's name, or a curve's
@@ -578,7 +562,7 @@ def test_report_code_names_no_task_and_no_metric():
              if n.endswith(".py") and n != "leaderboard.py"]
     assert any(p.endswith(os.path.join("sections", "headline.py")) for p in paths)
     for path in paths:
-        for text in _code_strings(path):
+        for text in code_strings(path):
             assert text not in names and not any(text.startswith(p) for p in prefixes | set(cat)), (path, text)
 
 

@@ -15,13 +15,14 @@ model_args (besides everything ``hf`` accepts):
   cannot be carried or the run's conversations would need more than the cap, ``on`` stops
   with one line there. ``conversation_cache_mb=M`` (default 8192) is that cap.
 
-See ``drift_eval.compensation`` for the bias itself and how the span is found.
+See ``drift_eval.compensation`` for the bias itself and how the span is found. lm-eval
+finds ``hf-drift`` through the package's ``lm_eval.models`` entry point, registered lazily
+(``drift_eval.plugin.registration.register_models``): its one registration path.
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
 
-from lm_eval.api.registry import register_model
 from lm_eval.models.huggingface import HFLM
 from lm_eval.models.utils import has_bos_prefix
 
@@ -38,7 +39,6 @@ from drift_eval.plugin.request_types import TYPES
 from drift_eval.settings import CONVERSATION_CACHE_MB, CompensationConfig, conversation_cache_setting
 
 
-@register_model("hf-drift")
 class HFDriftLM(HFLM):
     def __init__(self, pretrained, compensation="none", strength=1.0, span="system",
                  gguf_file=None, attention="sdpa", conversation_cache="off",
