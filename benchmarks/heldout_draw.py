@@ -76,8 +76,9 @@ REAL = {"kept": 50, "left": 85, "degenerate": 26}
 STAYED = 90
 MIN_DEGENERATE = 36
 CALLS = ("kept", "left", "degenerate")
-#: (``*_single_more``: Hindi only, on more requests, since neither model keeps Hindi and the
-#: first runs held too few real Hindi units for half of its set)
+#: (``*_single_more``: Hindi, Turkish, Korean, Indonesian and Arabic on more requests, whose
+#: first runs held too few real units for half of their sets: the draw was made again, before
+#: any labelling, with them)
 DRAW_RUNS = ("smollm2_single", "qwen_single", "smollm2_multiturn", "qwen_multiturn", "smollm2_single_more",
              "qwen_single_more")
 # eight-turn runs made after the draw, for the languages whose draw held none of Qwen's replies
