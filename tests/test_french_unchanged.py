@@ -1,6 +1,6 @@
 """drift_french is the published protocol: the scoring code it shares with drift_languages
 must give every committed real answer exactly the scores of its task version
-(tests/data/french_scores_reference.json, from tests/french_reference.py: task 4.1), and a
+(tests/data/french_scores_reference.json, from tests/french_reference.py: task 4.2), and a
 short real run must log exactly the samples it logged then."""
 import json
 import os
