@@ -441,14 +441,15 @@ def adjudicated(readings: list[str]) -> str | None:
 
 
 def to_read(lang: str, k: int) -> list[dict]:
-    """The items of ``lang``'s set for reading ``k``, without label or note: all of them for
-    readings 1 and 2, those whose first two readings differ for reading 3."""
+    """The items of ``lang``'s set due for reading ``k``, without label or note: for readings
+    1 and 2 those with fewer than ``k`` readings (so both can be read at once), for reading 3
+    those whose first two readings differ."""
     items, _ = read_set(lang)
     done = read_readings().get(lang, {})
     if k == 3:
         items = [i for i in items if len(done.get(i["id"], [])) == 2 and adjudicated(done[i["id"]]) is None]
     else:
-        items = [i for i in items if len(done.get(i["id"], [])) == k - 1]
+        items = [i for i in items if len(done.get(i["id"], [])) < k]
     return [{key: v for key, v in i.items() if key not in ("label", "note")} for i in items]
 
 
@@ -459,6 +460,8 @@ def collect(lang: str, k: int, labels: dict) -> int:
     from drift_eval.files import write_text_atomic
 
     due = {i["id"] for i in to_read(lang, k)}
+    if k == 2 and set(read_readings().get(lang, {})) != due:
+        raise SystemExit(f"heldout_draw: collect reading 1 of {lang} before reading 2")
     if set(labels) != due or any(v.get("label") not in LABELS for v in labels.values()):
         raise SystemExit(f"heldout_draw: reading {k} of {lang} must label exactly its {len(due)} items "
                          f"with one of {', '.join(LABELS)}")
