@@ -2,7 +2,10 @@
 conversations of the drift_languages bank that no committed run used, so that no segment of
 the held-out sets was seen while the rule was chosen (docs/metrics.md, "Held out per
 language"). The committed language runs (docs/results/languages) used the bank's first 36
-requests and first 8 conversations; these runs use requests 37-108 and conversations 9-16.
+requests and first 8 conversations; by default these runs use requests 37-108 and
+conversations 9-16 (rule 2.0's draw); rule 2.1's draw used requests 109-132 and
+conversations 17-18, rule 2.2's requests 133-156 and conversation 19 (and requests 157-180
+for hi, tr, ko, id and ar).
 
     python benchmarks/heldout_runs.py OUT [--models smollm2,qwen=DIR] [--languages fr,de,...]
         [--workers 2] [--requests 37-108] [--conversation-range 9-16] [--conversations N]
