@@ -440,17 +440,20 @@ def adjudicated(readings: list[str]) -> str | None:
     return readings[2] if len(readings) > 2 else None
 
 
-def to_read(lang: str, k: int) -> list[dict]:
-    """The items of ``lang``'s set due for reading ``k``, without label or note: for readings
-    1 and 2 those with fewer than ``k`` readings (so both can be read at once), for reading 3
+def _due(items: list[dict], done: dict, k: int) -> list[dict]:
+    """The items due for reading ``k`` (``done``: the readings so far, by id): for readings 1
+    and 2 those with fewer than ``k`` readings (so both can be read at once), for reading 3
     those whose first two readings differ."""
-    items, _ = read_set(lang)
-    done = read_readings().get(lang, {})
     if k == 3:
-        items = [i for i in items if len(done.get(i["id"], [])) == 2 and adjudicated(done[i["id"]]) is None]
-    else:
-        items = [i for i in items if len(done.get(i["id"], [])) < k]
-    return [{key: v for key, v in i.items() if key not in ("label", "note")} for i in items]
+        return [i for i in items if len(done.get(i["id"], [])) == 2 and adjudicated(done[i["id"]]) is None]
+    return [i for i in items if len(done.get(i["id"], [])) < k]
+
+
+def to_read(lang: str, k: int) -> list[dict]:
+    """The items of ``lang``'s set due for reading ``k`` (``_due``), without label or note."""
+    items, _ = read_set(lang)
+    return [{key: v for key, v in i.items() if key not in ("label", "note")}
+            for i in _due(items, read_readings().get(lang, {}), k)]
 
 
 def collect(lang: str, k: int, labels: dict) -> int:
@@ -459,17 +462,17 @@ def collect(lang: str, k: int, labels: dict) -> int:
     decides). Every item due for reading ``k`` must be in it, with a known label."""
     from drift_eval.files import write_text_atomic
 
-    due = {i["id"] for i in to_read(lang, k)}
-    if k == 2 and set(read_readings().get(lang, {})) != due:
+    items, _ = read_set(lang)
+    everything = read_readings()
+    mine = everything.setdefault(lang, {})
+    due = {i["id"] for i in _due(items, mine, k)}
+    if k == 2 and set(mine) != due:
         raise SystemExit(f"heldout_draw: collect reading 1 of {lang} before reading 2")
     if set(labels) != due or any(v.get("label") not in LABELS for v in labels.values()):
         raise SystemExit(f"heldout_draw: reading {k} of {lang} must label exactly its {len(due)} items "
                          f"with one of {', '.join(LABELS)}")
-    everything = read_readings()
-    mine = everything.setdefault(lang, {})
     for item_id, v in labels.items():
         mine.setdefault(item_id, []).append(v["label"])
-    items, _ = read_set(lang)
     for item in items:
         if item["id"] in labels:
             item["label"] = adjudicated(mine[item["id"]])
@@ -480,11 +483,14 @@ def collect(lang: str, k: int, labels: dict) -> int:
     return len(labels)
 
 
-def _write_set(lang: str, items: list[dict]) -> None:
+def _write_jsonl(path: str, items: list[dict]) -> None:
     from drift_eval.files import write_text_atomic
 
-    write_text_atomic(os.path.join(SETS, f"{lang}.jsonl"),
-                      "".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items))
+    write_text_atomic(path, "".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items))
+
+
+def _write_set(lang: str, items: list[dict]) -> None:
+    _write_jsonl(os.path.join(SETS, f"{lang}.jsonl"), items)
 
 
 def _write_manifest(manifest: dict) -> None:
@@ -524,8 +530,7 @@ def main(argv: list[str]) -> int:
             if argv[0] == "read":
                 os.makedirs(out, exist_ok=True)
                 due = to_read(lang, k)
-                write_text_atomic(os.path.join(out, f"{lang}.jsonl"),
-                                  "".join(json.dumps(i, ensure_ascii=False) + "\n" for i in due))
+                _write_jsonl(os.path.join(out, f"{lang}.jsonl"), due)
                 print(f"{lang}: {len(due)} items for reading {k}")
                 continue
             from drift_eval.files import read_jsonl
