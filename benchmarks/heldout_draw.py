@@ -1,10 +1,10 @@
 """The per-language held-out sets of the segment rule (tests/data/langid_heldout/README.md):
 draw them, seeded, from fresh answers and written segments, for labelling by reading. The
-sets of rule 2.2 are drawn from ``docs/results/heldout_2.2/``; rule 2.0's and rule 2.1's
-sets, drawn the same way from ``docs/results/heldout/`` and ``docs/results/heldout_2.1/``,
-are now tuning sets (``TUNING``).
+sets of rule 2.3 are drawn from ``docs/results/heldout_2.3/``; the sets of rules 2.0, 2.1
+and 2.2, drawn the same way from ``docs/results/heldout/``, ``heldout_2.1/`` and
+``heldout_2.2/``, are now tuning sets (``TUNING``).
 
-    python benchmarks/heldout_draw.py publish RUNS [_more]  # fresh runs into docs/results/heldout_2.2
+    python benchmarks/heldout_draw.py publish RUNS [_more]  # fresh runs into docs/results/heldout_2.3
     python benchmarks/heldout_draw.py draw [L ...]     # tests/data/langid_heldout/L.jsonl, draw.json
     python benchmarks/heldout_draw.py replies L ...    # eight-turn replies of later runs added
     python benchmarks/heldout_draw.py read OUT K [L ...]     # reading K (1, 2, 3) of the items, blind
@@ -13,7 +13,7 @@ are now tuning sets (``TUNING``).
     python benchmarks/heldout_draw.py score            # the labelled sets scored: docs/metrics.md's table
 
 ``publish``: the output of ``benchmarks/heldout_runs.py`` (``RUNS/<model>/<kind>/<L>/``)
-into ``docs/results/heldout_2.2/<model>_<kind>/<L>/``, paths made portable (``_more``:
+into ``docs/results/heldout_2.3/<model>_<kind>/<L>/``, paths made portable (``_more``:
 ``<model>_<kind>_more``).
 
 ``draw``: per language, the units the rule scores (each single-turn answer cut into its
@@ -21,7 +21,9 @@ segments with the last short piece joined, ``langid.segment_spans(whole_tail=Tru
 eight-turn reply whole), every unit called by the frozen rule (kept, left, degenerate or
 unreadable; code is neither and is not drawn), then, with ``random.Random(f"{SEED}-{L}")``:
 
-* ``REAL`` units of each call, at random (fewer where the answers hold fewer);
+* ``REAL`` units of each call, at random (fewer where the answers hold fewer), at most
+  ``PER_ANSWER`` of one answer or conversation in all (rule 2.3's draw: a conversation's
+  replies err together, so one conversation must not weigh as eight independent items);
 * written segments (``written/L.jsonl``), for "stayed in L", up to ``STAYED`` with the real
   kept ones;
 * where the answers hold fewer than ``REAL["left"]`` left units: units of other
@@ -62,25 +64,32 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUNS = os.path.join(ROOT, "docs", "results", "heldout_2.2")
+RUNS = os.path.join(ROOT, "docs", "results", "heldout_2.3")
 SETS = os.path.join(ROOT, "tests", "data", "langid_heldout")
 #: the held-out sets of earlier rules, each with the fresh runs it was drawn from: used to
 #: choose a later rule, they are its tuning sets (in-sample). Rule 2.0's chose rule 2.1;
-#: both chose rule 2.2.
+#: both chose rule 2.2; all three chose rule 2.3.
 TUNING = {"2.0": (os.path.join(ROOT, "docs", "results", "heldout"), os.path.join(ROOT, "tests", "data", "langid_tuning")),
           "2.1": (os.path.join(ROOT, "docs", "results", "heldout_2.1"),
-                  os.path.join(ROOT, "tests", "data", "langid_tuning_2.1"))}
+                  os.path.join(ROOT, "tests", "data", "langid_tuning_2.1")),
+          "2.2": (os.path.join(ROOT, "docs", "results", "heldout_2.2"),
+                  os.path.join(ROOT, "tests", "data", "langid_tuning_2.2"))}
 TUNING_RUNS, TUNING_SETS = TUNING["2.0"]  # the sets read a second time (heldout_second_reading)
-SEED = "43-2.2"
-REAL = {"kept": 50, "left": 85, "degenerate": 26}
-STAYED = 90
-MIN_DEGENERATE = 36
+SEED = "43-2.3"
+#: rule 2.3's sets are larger than the earlier rules' (211 items): with about 125 items not
+#: kept, the bar (a lower bound of 0.93) allows three errors, so a rule whose true recall is
+#: 0.985 in every language fails it somewhere in the 14 with a probability of 0.83; with
+#: 250 it allows nine, and that probability is 0.07 (0.35 at a true recall of 0.98)
+REAL = {"kept": 60, "left": 170, "degenerate": 80}
+STAYED = 100
+MIN_DEGENERATE = 80
+#: at most this many units of one answer or conversation in a set (rule 2.3's draw)
+PER_ANSWER = 3
 CALLS = ("kept", "left", "degenerate")
-#: (``*_single_more``: Hindi, Turkish, Korean, Indonesian and Arabic on more requests, whose
-#: first runs held too few real units for half of their sets: the draw was made again, before
-#: any labelling, with them)
-DRAW_RUNS = ("smollm2_single", "qwen_single", "smollm2_multiturn", "qwen_multiturn", "smollm2_single_more",
-             "qwen_single_more")
+#: the fresh runs of rule 2.3's draw: requests 181-200 with the instruction worded in English
+#: and in L (``*_single_native``), and conversations 20-21
+DRAW_RUNS = ("smollm2_single", "qwen_single", "smollm2_single_native", "qwen_single_native", "smollm2_multiturn",
+             "qwen_multiturn")
 # eight-turn runs made after the draw, for the languages whose draw held none of Qwen's replies
 LATER_RUNS = ("smollm2_multiturn_more", "qwen_multiturn_more")
 REPLIES = {"kept": 8, "left": 8, "degenerate": 4}
@@ -209,11 +218,18 @@ def _numbered(lang: str, chosen: list[dict], first: int, **marks) -> tuple[list[
 def draw(lang: str, all_units: dict) -> tuple[list[dict], dict]:
     rng = random.Random(f"{SEED}-{lang}")
     mine = all_units[lang]
-    chosen = []
+    chosen, per_answer = [], {}
     for call in CALLS:
         pool = [u for u in mine if u["call"] == call]
         rng.shuffle(pool)
-        chosen += [dict(u, origin="real") for u in pool[:REAL[call]]]
+        taken = 0
+        for u in pool:
+            answer = (u["where"]["run"], u["where"]["doc"])
+            if taken == REAL[call] or per_answer.get(answer, 0) == PER_ANSWER:
+                continue
+            per_answer[answer] = per_answer.get(answer, 0) + 1
+            chosen.append(dict(u, origin="real"))
+            taken += 1
     count = {c: sum(u["call"] == c for u in chosen) for c in CALLS}
     written = _written(lang)
     rng.shuffle(written)
@@ -423,11 +439,13 @@ def write_documented(name: str, body: str) -> None:
 READINGS = os.path.join(SETS, "readings.json")
 
 
-def read_readings() -> dict:
-    """``{lang: {item id: [first, second] or [first, second, third]}}``: every reading."""
+def read_readings(sets: str = SETS) -> dict:
+    """``{lang: {item id: [first, second] or [first, second, third]}}``: every reading of the
+    held-out sets, or of the tuning sets ``sets`` (rule 2.2's on: ``TUNING["2.2"][1]``)."""
     from drift_eval.files import read_json
 
-    return read_json(READINGS, "held-out readings", expect=dict) if os.path.exists(READINGS) else {}
+    path = os.path.join(sets, "readings.json")
+    return read_json(path, "held-out readings", expect=dict) if os.path.exists(path) else {}
 
 
 def adjudicated(readings: list[str]) -> str | None:
@@ -564,7 +582,8 @@ def main(argv: list[str]) -> int:
     manifest_path = os.path.join(SETS, "draw.json")
     manifest = {"rule_version": langid.RULE_VERSION, "rule_fingerprint": langid.rule_fingerprint(), "seed": SEED,
                 "drawn": datetime.date.today().isoformat(), "real": REAL, "stayed": STAYED,
-                "min_degenerate": MIN_DEGENERATE, "languages": {}}
+                "min_degenerate": MIN_DEGENERATE, "per_answer": PER_ANSWER, "runs": list(DRAW_RUNS),
+                "languages": {}}
     if os.path.exists(manifest_path):
         with open(manifest_path, encoding="utf-8") as fh:
             manifest["languages"] = json.load(fh).get("languages", {})

@@ -5,10 +5,12 @@ language"). The committed language runs (docs/results/languages) used the bank's
 requests and first 8 conversations; by default these runs use requests 37-108 and
 conversations 9-16 (rule 2.0's draw); rule 2.1's draw used requests 109-132 and
 conversations 17-18, rule 2.2's requests 133-156 and conversation 19 (and requests 157-180
-for hi, tr, ko, id and ar).
+for hi, tr, ko, id and ar); rule 2.3's requests 181-200, with the instruction worded in
+English and in L (``single_native``), and conversations 20-21.
 
     python benchmarks/heldout_runs.py OUT [--models smollm2,qwen=DIR] [--languages fr,de,...]
-        [--workers 2] [--requests 37-108] [--conversation-range 9-16] [--conversations N]
+        [--kinds single,single_native,multiturn] [--workers 2] [--requests 37-108]
+        [--conversation-range 9-16] [--conversations N]
 
 Each (model, language, kind) is one real ``lm_eval`` run (``--samples`` picks the documents)
 into ``OUT/<model>/<kind>/<L>/``; a run whose samples file is there is skipped, so an
@@ -60,8 +62,8 @@ def _run(out: str, model: str, args: str, lang: str, kind: str, single: list[int
     if glob.glob(os.path.join(folder, "**", "samples_*.jsonl"), recursive=True):
         return f"{model} {kind} {lang}: done before"
     task = f"drift_{lang}_{kind}"
-    docs = single if kind == "single" else conversations
-    extra = ["--gen_kwargs", "max_gen_toks=256", "--batch_size", "36"] if kind == "single" else \
+    docs = conversations if kind == "multiturn" else single
+    extra = ["--gen_kwargs", "max_gen_toks=256", "--batch_size", "36"] if kind != "multiturn" else \
         ["--gen_kwargs", "max_gen_toks=128", "--batch_size", str(len(docs))]
     model_args = args + (",conversation_cache=on" if kind == "multiturn" else "")
     cmd = ["lm_eval", "--model", "hf-drift", "--model_args", model_args, "--tasks", task,
@@ -84,7 +86,8 @@ def main(argv=None) -> int:
     p.add_argument("out")
     p.add_argument("--models", default="smollm2", help="smollm2 and/or qwen=DIR, comma-separated")
     p.add_argument("--languages", default=",".join(TARGETS))
-    p.add_argument("--kinds", default="single,multiturn")
+    p.add_argument("--kinds", default="single,multiturn",
+                   help="single, single_native (the instruction worded in L) and/or multiturn")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--requests", default=SINGLE, type=lambda t: _span(t, 200), metavar="A-B",
                    help=f"single-turn runs: requests A-B of the bank (default {SINGLE})")
@@ -95,6 +98,8 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.conversations is not None and not 1 <= a.conversations <= len(a.conversation_range):
         p.error(f"--conversations must be 1-{len(a.conversation_range)}")
+    if not set(a.kinds.split(",")) <= {"single", "single_native", "multiturn"}:
+        p.error(f"--kinds: {a.kinds!r} is not a comma-separated list of single, single_native, multiturn")
     convs = a.conversation_range[:a.conversations]
     models = {m.split("=")[0]: _model_args(m.split("=")[0], m.split("=", 1)[1] if "=" in m else None)
               for m in a.models.split(",")}

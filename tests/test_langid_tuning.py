@@ -1,7 +1,9 @@
 """The tuning sets of the segment rule (tests/data/langid_tuning: rule 2.0's held-out sets,
-used to choose rules 2.1 and 2.2; tests/data/langid_tuning_2.1: rule 2.1's, used to choose
-rule 2.2; in-sample for the rules they chose): labelled by reading, and rule 2.0's read a
-second time, blind, where loops are a matter of degree (docs/metrics.md, "Two readers")."""
+used to choose rules 2.1, 2.2 and 2.3; tests/data/langid_tuning_2.1: rule 2.1's, used to
+choose rules 2.2 and 2.3; tests/data/langid_tuning_2.2: rule 2.2's, used to choose rule 2.3;
+in-sample for the rules they chose): labelled by reading, rule 2.0's read a second time,
+blind, where loops are a matter of degree (docs/metrics.md, "Two readers"), and rule 2.2's
+read twice, blind, with a third reading where the two differ."""
 import os
 import sys
 
@@ -19,6 +21,18 @@ def test_every_tuning_item_is_labelled():
             assert manifest["rule_version"] == rule
             assert all(i["label"] in heldout_draw.LABELS for i in items), (rule, lang)
             assert sorted(i["id"] for i in items) == sorted(manifest["languages"][lang]["items"]), (rule, lang)
+
+
+def test_each_label_of_rule_2_2s_sets_follows_from_its_readings():
+    """Rule 2.2's sets were read twice, blind; where the two readings differ, a third decides."""
+    sets = heldout_draw.TUNING["2.2"][1]
+    readings = heldout_draw.read_readings(sets)
+    for lang in TARGETS:
+        items, _ = heldout_draw.read_set(lang, sets)
+        for item in items:
+            read = readings[lang][item["id"]]
+            assert len(read) == (2 if read[0] == read[1] else 3), (lang, item["id"], read)
+            assert item["label"] == heldout_draw.adjudicated(read), (lang, item["id"], read)
 
 
 def test_the_second_reading_is_of_the_items_the_script_selects():
