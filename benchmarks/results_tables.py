@@ -208,13 +208,13 @@ SCORED_FOLDERS = ("smollm2_drift_french", "smollm2_multiturn_reinject", "smollm2
 HEADLINE_METRICS = ("fully_french", "fully_target", "time_in_french", "time_in_target", "not_kept_left",
                     "not_kept_degenerate", "not_kept_unreadable", "last3_french", "last3_target", "all_turns_french",
                     "all_turns_target", "french_after_request", "french_last_turn")
-BEFORE = os.path.join("docs", "results", "before_2.2.json")
+BEFORE = os.path.join("docs", "results", "before_2.3.json")
 
 
 def figures(root: str) -> dict:
     """``{folder: {setting: {task: {"version": v, metric: value}}}}``: the headline metrics
     (``HEADLINE_METRICS``) of every published run that the rule of "kept" scores, rounded to
-    four places; ``before_2.2.json`` holds them as they were under rule 2.1."""
+    four places; ``before_2.3.json`` holds them as they were under rule 2.2."""
     res = _results(root)
     folders = list(SCORED_FOLDERS) + [os.path.join("languages", f"{m}_{k}", lang) for m in ("smollm2", "qwen")
                                       for k in ("single", "multiturn") for lang in LANGUAGE_ORDER]
@@ -249,14 +249,14 @@ def _moved(old, new) -> str:
 
 
 def french_change(root: str) -> str:
-    """Each published drift_french run under rule 2.1 (``before_2.2.json``) and now: the
+    """Each published drift_french run under rule 2.2 (``before_2.3.json``) and now: the
     headline, and what is degenerate."""
     before, now = _before(root), figures(root)
     heads = {"drift_french_single": "fully_french", "drift_french_multiturn": "last3_french",
              "drift_french_multiturn_reinject": "all_turns_french",
              "drift_french_multiturn_conflict": "french_after_request",
              "drift_french_multiturn_fixed": "french_last_turn"}
-    lines = ["| run | setting | task | headline | 4.1 → 4.2 (conflict 3.1 → 3.2) | not kept as degenerate |",
+    lines = ["| run | setting | task | headline | 4.2 → 4.3 (conflict 3.2 → 3.3) | not kept as degenerate |",
              "|---|---|---|---|---|---|"]
     for folder in SCORED_FOLDERS:
         for setting, tasks in (now.get(folder) or {}).items():
@@ -273,7 +273,7 @@ def french_change(root: str) -> str:
 
 def languages_change(root: str) -> str:
     """Each language run before task 2.0 (``before_2.0.json``: its results at 1.1, the
-    eight-turn ones at 1.0), at 2.1 (``before_2.2.json``: segment rule 2.1) and now: what
+    eight-turn ones at 1.0), at 2.2 (``before_2.3.json``: segment rule 2.2) and now: what
     moved, and by which cause."""
     import json
 
@@ -281,9 +281,9 @@ def languages_change(root: str) -> str:
 
     first = json.loads(read_text(os.path.join(_results(root), "languages", "before_2.0.json"), "figures file"))["runs"]
     second, now = _before(root), figures(root)
-    lines = ["| model | language | fully in L at 1.1 (undetermined left out) | fully kept: 2.1 → 2.2 | "
-             "not kept at 2.2: left / degenerate / unreadable | degenerate: 2.1 → 2.2 | "
-             "all 8 turns in L: 1.0 → 2.1 → 2.2 |", "|---|---|---|---|---|---|---|"]
+    lines = ["| model | language | fully in L at 1.1 (undetermined left out) | fully kept: 2.2 → 2.3 | "
+             "not kept at 2.3: left / degenerate / unreadable | degenerate: 2.2 → 2.3 | "
+             "all 8 turns in L: 1.0 → 2.2 → 2.3 |", "|---|---|---|---|---|---|---|"]
     for key, model in (("smollm2", SMOLLM2), ("qwen", QWEN)):
         for lang in LANGUAGE_ORDER:
             t, m = f"drift_{lang}_single", f"drift_{lang}_multiturn"

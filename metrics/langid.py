@@ -27,7 +27,7 @@ UNKNOWN = "unknown"
 #: any change to the rule's code, settings, language facts or word lists (``rule_fingerprint``
 #: tells): every held-out set records the version and fingerprint it was drawn for, and a
 #: changed rule needs a fresh draw (tests/test_langid_heldout.py)
-RULE_VERSION = "2.2"
+RULE_VERSION = "2.3"
 #: the files whose bytes are the rule (beside this one): the word tokens, the language facts,
 #: the word lists' reader
 RULE_FILES = ("langid.py", "text.py", "languages.py", "languages.json", "lexicon.py")
@@ -245,6 +245,7 @@ class SegmentRule:
     on the tuning parts of ``tests/data/langid/`` (every other target)."""
     function_share: float = 0.12    # target (English) function words among the words: target (English) grammar
     function_ratio: float = 2.0     # ... and at least this many times the other language's
+    english_least: int = 3          # English grammar overrules fastText's target label from this many function words
     margin: float = 0.0             # target in fastText's top 3 within this of the top label
     degenerate: float = 0.45        # a segment whose loop share (``text.loop_shares``) is this high is a loop
     low_confidence: float = 0.6     # a loop labelled with a third language below this: unknown
@@ -387,7 +388,7 @@ def label_segments(pieces: list[str], target: str = "fr", rule: SegmentRule = Se
             continue
         lang, score = top[0]
         if spec.latin:
-            decided, reason = _latin_rule(spec, function_words, ws, top, loop, rule)
+            decided, reason = _latin_rule(spec, function_words, ws, top, loop, rule, text)
         else:
             decided, reason = _script_rule(spec, text, ws, top, loop, rule)
         status, reason, share = _written(spec, decided, reason, text, loop, rule)
@@ -445,13 +446,19 @@ def _written(spec, decided: str, reason: str, text: str, loop: float, rule) -> t
     return (DEGENERATE, "made_up", share) if made_up else (LEFT, reason, share)
 
 
-def _latin_rule(spec, function_words, ws, top, loop, rule) -> tuple[str, str]:
+def _latin_rule(spec, function_words, ws, top, loop, rule, text: str) -> tuple[str, str]:
     target = spec.code
     lang, score = top[0]
     own = sum(w in function_words for w in ws)
     en = sum(w in ENGLISH_FUNCTION_WORDS for w in ws)
     target_score = dict(top).get(target, 0.0)
     if lang == target:
+        # rule 2.3: English grammar that fastText gives the target (a line of the target over
+        # an English list), counted on the words with their accents (Vietnamese "tờ" is not "to")
+        marked = sum(w in ENGLISH_FUNCTION_WORDS for w in WORD_RE.findall(text.lower()))
+        if rule.english_grammar and function_words and marked >= max(rule.english_least, rule.function_share * len(ws)) \
+                and marked >= rule.function_ratio * max(own, 1):
+            return "en", "function_words"
         return target, "fasttext"
     if rule.target_grammar and function_words and own >= rule.function_share * len(ws) \
             and own >= rule.function_ratio * max(en, 1):

@@ -18,6 +18,9 @@ language's words are found:
   wordfreq does): single characters are nearly all in the list, so they prove nothing;
 * **Japanese**: the same, with fugashi's words (the unidic-lite dictionary), Han and kana.
 
+In Chinese and Japanese a word of numerals alone ("三十", "十五") is a number and is left out,
+as digits are (rule 2.3).
+
 Pure Python over the word lists: no model is loaded here.
 """
 from __future__ import annotations
@@ -36,6 +39,27 @@ MIN_CHECKED = 3
 _HAN = SCRIPT_LETTERS["Hani"]
 _HAN_KANA = re.compile(f"{SCRIPT_LETTERS['Hani'].pattern}|{SCRIPT_LETTERS['Kana'].pattern}")
 _DIGIT = re.compile(r"\d")
+#: Chinese and Japanese numerals: a word of these alone is a number, left out as digits are
+#: (rule 2.3: "十五歳", "三十六")
+_NUMERAL = re.compile(r"[〇零一二三四五六七八九十百千万萬億亿兆两兩]+")
+
+
+def _numbers_aside(words: list, surface=lambda w: w) -> list:
+    """The words of a Chinese or Japanese segment without its numbers: a run of words made of
+    numerals alone, two characters or more in all ("十" "五": fifteen), is left out as digits
+    are; a numeral alone ("一" of "一美好") stays a word to check (rule 2.3). ``surface``:
+    a word's text."""
+    out, run = [], []
+    for word in [*words, None]:
+        if word is not None and _NUMERAL.fullmatch(surface(word)):
+            run.append(word)
+            continue
+        if sum(len(surface(w)) for w in run) < 2:
+            out += run
+        run = []
+        if word is not None:
+            out.append(word)
+    return out
 
 
 class WordListMissing(RuntimeError):
@@ -117,7 +141,7 @@ def _simplify():
 def _chinese(text: str) -> tuple[int, int]:
     known_words = word_list("zh")
     checked = known = 0
-    for word in _jieba().cut(_simplify()(text)):
+    for word in _numbers_aside(list(_jieba().cut(_simplify()(text)))):
         n = len(_HAN.findall(word))
         checked += n
         known += n if n >= 2 and word in known_words else 0
@@ -127,11 +151,10 @@ def _chinese(text: str) -> tuple[int, int]:
 def _japanese(text: str) -> tuple[int, int]:
     known_words = word_list("ja")
     checked = known = 0
-    for node in _tagger()(text):
-        surface = node.surface
+    for surface, unknown in _numbers_aside([(n.surface, n.is_unk) for n in _tagger()(text)], lambda w: w[0]):
         n = len(_HAN_KANA.findall(surface))
         checked += n
-        known += n if n >= 2 and not node.is_unk and surface in known_words else 0
+        known += n if n >= 2 and not unknown and surface in known_words else 0
     return known, checked
 
 

@@ -23,6 +23,10 @@ RUN_LEAST = 8
 #: characters whose runs are markup (table rules, separators, ellipses), not a loop
 RUN_MARKUP = "-=_*#~|.:·`+"
 _RUN_RE = re.compile(r"(\S)\1{%d,}" % (RUN_LEAST - 1))
+#: a unit of two to four characters written this many times in a row, with a letter and no
+#: markup in it, is a run too (rule 2.3: "unuzunuzunuzunuz"; not "|无|无|无|无", table cells)
+UNIT_LEAST = 4
+_UNIT_RE = re.compile(r"(\S{2,4}?)\1{%d,}" % (UNIT_LEAST - 1))
 
 #: the letters of each script the rule counts (``languages.SCRIPTS``): a word counts for the
 #: script of its first letter (``langid.script_counts``, ``lexicon.known_share``)
@@ -90,11 +94,13 @@ def repeated_shares(pieces: list[str], n: int = REPEAT_N) -> list[float]:
 
 
 def _repeated(all_words: list[list[str]], n: int) -> list[float]:
+    flat = [w for ws in all_words for w in ws]
     seen: set = set()
-    out = []
-    for i, ws in enumerate(all_words):
-        following = [w for later in all_words[i + 1:] for w in later][: n - 1]
-        grams = ngrams(ws + following, n)[: len(ws)] if ws else []
+    out, start = [], 0
+    for ws in all_words:
+        # the piece's n-grams: those that start in it, running on into the next pieces
+        grams = ngrams(flat[start : start + len(ws) + n - 1], n)[: len(ws)] if ws else []
+        start += len(ws)
         repeats = 0
         for g in grams:
             repeats += g in seen
@@ -142,11 +148,15 @@ def line_shares(pieces: list[str]) -> list[float]:
     item, a table row or a heading written again, however short (renumbered, or with other
     symbols, it is the same line: lines are compared by their words, numbers aside). A line
     that a piece boundary cuts is two lines; a line's first occurrence does not count."""
+    return _lines([fold(p) for p in pieces])
+
+
+def _lines(folded: list[str]) -> list[float]:
     seen: set = set()
     out = []
-    for piece in pieces:
+    for piece in folded:
         total = repeated = 0
-        for line in fold(piece).split("\n"):  # folding keeps every line break where it was
+        for line in piece.split("\n"):  # folding keeps every line break where it was
             ws = tuple(w for w in WORD_RE.findall(line) if not w.isdigit())
             if not ws:
                 continue
@@ -160,22 +170,33 @@ def line_shares(pieces: list[str]) -> list[float]:
 def run_shares(pieces: list[str]) -> list[float]:
     """Per piece, the share of its characters (spaces aside) inside a run of one character
     written ``RUN_LEAST`` or more times in a row ("тттттттт", "－－－－－－－－",
-    "0.000000000000"); runs of markup (``RUN_MARKUP``: table rules, separators) aside."""
+    "0.000000000000"), runs of markup (``RUN_MARKUP``: table rules, separators) aside, or
+    inside a run of one unit of two to four characters, a letter among them and no markup,
+    written ``UNIT_LEAST`` or more times in a row (rule 2.3: "sunucusunuzunuzunuzunuz")."""
     out = []
     for piece in pieces:
         chars = "".join((piece or "").split())
-        inside = sum(len(m.group()) for m in _RUN_RE.finditer(chars) if m.group(1) not in RUN_MARKUP)
-        out.append(inside / len(chars) if chars else 0.0)
+        inside = [False] * len(chars)
+        for m in _RUN_RE.finditer(chars):
+            if m.group(1) not in RUN_MARKUP:
+                inside[m.start():m.end()] = [True] * (m.end() - m.start())
+        for m in _UNIT_RE.finditer(chars):
+            unit = m.group(1)
+            if any(c.isalpha() for c in unit) and len(set(unit)) > 1 and not set(unit) & set(RUN_MARKUP):
+                inside[m.start():m.end()] = [True] * (m.end() - m.start())
+        out.append(sum(inside) / len(chars) if chars else 0.0)
     return out
 
 
 def loop_shares(pieces: list[str]) -> list[float]:
-    """The segment rule's loop measure (rule 2.2), per piece of one text: the largest of the
+    """The segment rule's loop measure (rule 2.3), per piece of one text: the largest of the
     share of its word 4-grams said before (``repeated_shares``: phrase loops, numbers and
     symbols included), the share of its words inside an 8-word run said before
     (``stretch_shares``: items and paragraphs copied with a word swapped), the share of its
     words in lines said before (``line_shares``: short items and rows written again) and the
-    share of its characters in runs of one character (``run_shares``)."""
-    all_words = [words(p) for p in pieces]  # folded once for both word measures
+    share of its characters in runs of one character, or of one short unit (``run_shares``).
+    Each piece is folded once for the three word measures."""
+    folded = [fold(p) for p in pieces]
+    all_words = [WORD_RE.findall(f) for f in folded]
     return [max(shares) for shares in zip(_repeated(all_words, REPEAT_N), _stretch(all_words, STRETCH_N),
-                                          line_shares(pieces), run_shares(pieces))]
+                                          _lines(folded), run_shares(pieces))]

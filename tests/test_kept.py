@@ -173,6 +173,49 @@ def _list(items: list[str]) -> str:
     return "Voici ce que je vous propose :\n\n" + "\n\n".join(f"{k}. {item}" for k, item in enumerate(items, 1))
 
 
+@pytest.mark.parametrize("lang, segment", [
+    ("de", "Für Ihre Feier können Sie dem Veranstalter diese Fragen stellen:\n\n"
+           "1. **What is the price of the room?**: Wie viel kostet der Raum?\n"
+           "2. **How many guests can it hold?**: Wie viele Gäste passen hinein?\n"
+           "3. **Is there a kitchen for the caterer?**: Gibt es eine Küche?\n"
+           "4. **When can we start to decorate?**: Wann dürfen wir schmücken?"),
+    ("vi", "Dưới đây là những câu hỏi bạn nên chuẩn bị trước buổi phỏng vấn:\n\n1. **What is the role about?**\n"
+           "2. **Who will I work with?**\n3. **How is the team organised?**\n4. **What are the next steps in the process?**"),
+    ("fr", "Voici les questions à poser au propriétaire avant de signer le bail :\n\n1. **What is included in the rent?**\n"
+           "2. **How long is the lease?**\n3. **Are pets allowed in the flat?**\n4. **Who pays for the repairs?**"),
+])
+def test_a_line_in_the_language_over_an_english_list_left_for_english(lang, segment):
+    """Rule 2.3: fastText gives the target to one line of it over a list in English (its
+    letters weigh more than the English words); English grammar, three function words or
+    more and twice the target's, overrules it. Counted with the accents kept, so that
+    Vietnamese "tờ", folded to "to", is no English word."""
+    import dataclasses
+
+    (label,) = langid.label_segments([segment], lang)
+    assert (label.fasttext, label.status, label.lang, label.reason) == (lang, langid.LEFT, "en", "function_words")
+    without = dataclasses.replace(langid.SegmentRule(), english_grammar=False)
+    assert langid.label_segments([segment], lang, without)[0].status == langid.KEPT
+    vietnamese = "Bạn nên ăn nhiều rau xanh, uống đủ nước và ngủ đủ giấc mỗi ngày. To và khỏe là điều ai cũng muốn, " \
+        "nên hãy giữ giấy tờ khám sức khỏe ở nơi an toàn."
+    assert langid.label_segments([vietnamese], "vi")[0].status == langid.KEPT
+
+
+def test_numbers_written_in_han_are_not_words_to_check():
+    """Rule 2.3: in Chinese and Japanese, a run of numerals ("十" "五": fifteen) is a number,
+    left out of the word check as digits are, so a table of ages in kanji is Japanese; a
+    numeral alone stays a word to check, and the same characters shuffled are made up."""
+    from drift_eval.metrics import lexicon
+    from drift_eval.metrics.languages import language
+
+    ages = "犬や猫の年齢を人間の年齢に直すと、おおよそ次のようになります。\n\n| 犬の年齢 | 人間の年齢 |\n|---|---|\n" \
+        "| 一歳 | 十五歳 |\n| 二歳 | 二十四歳 |\n| 五歳 | 三十六歳 |\n| 十歳 | 五十六歳 |\n| 十五歳 | 七十六歳 |"
+    assert langid.label_segments([ages], "ja")[0].status == langid.KEPT
+    assert lexicon._numbers_aside(["一", "美好", "十", "五", "歳", "三十"]) == ["一", "美好", "歳"]
+    shuffled = list(ages)
+    random.Random(1).shuffle(shuffled)
+    assert lexicon.known_share("".join(shuffled), "ja") < language("ja").known_min
+
+
 def test_list_items_copied_with_a_name_swapped_are_a_loop_and_real_items_are_kept():
     """Rule 2.1: an item copied with a name swapped, or a numbered line said again, repeats
     text said before, although the swap and the numbers break its word 4-grams; a list of
@@ -242,6 +285,42 @@ def test_the_run_share_counts_one_character_written_over_and_over():
     assert run_shares(["ttttttt ok"]) == [0.0]  # seven in a row is not a run
     (label,) = langid.label_segments([stuck], "ru")
     assert label.status == langid.DEGENERATE and label.reason == "loop" and loop_shares([stuck])[0] > 0.45
+
+
+def test_the_run_share_counts_a_short_unit_written_over_and_over():
+    """Rule 2.3: a unit of two to four characters, a letter among them, written four or more
+    times in a row is a loop of characters ("sunucusunuzunuzunuz..."); a table's cells that
+    repeat one value ("|无|无|无|无") are markup around a word, and reduplication ("anak-anak",
+    "どんどん", "hahaha") is too short to be a run."""
+    from drift_eval.metrics.text import run_shares
+
+    stuck = "Web adreslerinizi bir web sunucusuna aktarmak ve bu sunucusunuz" + "unuz" * 20
+    (share,) = run_shares([stuck])
+    assert share > 0.45
+    (label,) = langid.label_segments([stuck], "tr")
+    assert label.status == langid.DEGENERATE and label.reason == "loop"
+    assert run_shares(["| 选项 | 无 | 无 | 无 | 无 | 无 |", "Anak-anak bermain di taman bersama orang-orang tua mereka.",
+                       "雨がどんどん降ってきました。", "hahaha, das ist lustig", "0-1 | 0-1 | 0-1 | 0-1 | 0-1"]) == [0.0] * 5
+
+
+@given(st.lists(st.lists(st.sampled_from(["a", "b", "c"]), max_size=12), max_size=6), st.integers(2, 5))
+def test_the_repeated_share_is_counted_over_the_pieces_as_one_text(all_words, n):
+    """``_repeated`` (rule 2.3 counts it in one pass) gives each piece the share of its
+    n-grams, those that start in it and run on into the next pieces, said before in the text."""
+    from drift_eval.metrics.text import _repeated, ngrams
+
+    flat = [w for ws in all_words for w in ws]
+    seen, start, expected = set(), 0, []
+    grams = ngrams(flat, n)
+    for ws in all_words:
+        mine = grams[start : start + len(ws)]
+        start += len(ws)
+        repeats = 0
+        for g in mine:
+            repeats += g in seen
+            seen.add(g)
+        expected.append(repeats / len(mine) if mine else 0.0)
+    assert _repeated(all_words, n) == expected
 
 
 def test_a_reasoning_trace_is_scored_on_its_own_and_never_in_the_headline():
