@@ -68,7 +68,9 @@ import shutil
 import sys
 
 from drift_eval.plugin import answer_cache
-from drift_eval.decide.results import converted_gguf, load_output, read_manifest, read_run_file, results_files
+from drift_eval.decide.names import converted_gguf
+from drift_eval.decide.results import load_output, read_manifest
+from drift_eval.decide.runfile import read_run_file, results_files
 from drift_eval.errors import DriftUsageError
 from drift_eval.files import atomic_open, read_jsonl, read_text, write_text_atomic
 

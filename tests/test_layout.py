@@ -22,7 +22,7 @@ LIGHT = ["drift_eval", "drift_eval.settings", "drift_eval.files", "drift_eval.er
          "drift_eval.metrics.langid", "drift_eval.metrics.drift", "drift_eval.metrics.conversation",
          "drift_eval.metrics.alpha", "drift_eval.metrics.decode", "drift_eval.metrics.rollout",
          "drift_eval.metrics.accessibility", "drift_eval.metrics.stats", "drift_eval.metrics.values",
-         "drift_eval.decide.results", "drift_eval.decide.gate", "drift_eval.decide.compare",
+         "drift_eval.decide.results", "drift_eval.decide.runfile", "drift_eval.decide.names", "drift_eval.decide.gate", "drift_eval.decide.compare",
          "drift_eval.decide.policy", "drift_eval.decide.pytest_plugin",
          "drift_eval.reports.render", "drift_eval.reports.svg", "drift_eval.reports.leaderboard",
          "drift_eval.compensation", "drift_eval.compensation.spans", "drift_eval.tasks",

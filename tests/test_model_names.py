@@ -10,7 +10,9 @@ import pytest
 
 from handmade_results import write_output
 
-from drift_eval.decide.results import converted_gguf, load_output, model_name, read_run_file
+from drift_eval.decide.names import converted_gguf, model_name
+from drift_eval.decide.results import load_output
+from drift_eval.decide.runfile import read_run_file
 from drift_eval.errors import DriftUsageError
 
 SMOL = "SmolLM2-135M-Instruct.Q4_1"

@@ -94,7 +94,7 @@ def shared_documents(a, b, same_hash: bool = True) -> list:
     ``same_hash``, only those holding the same document (same ``doc_hash``) in both. Without
     it, documents pair by ``doc_id`` alone: two settings of one run, or a control task whose
     documents differ from the plain task's by design (the conflict turn). Two runs whose
-    answers were made to different lengths (forced against unforced: ``results.Length``)
+    answers were made to different lengths (forced against unforced: ``runfile.Length``)
     are one line, and so are two runs of one task at different task versions (a new version
     defines its metrics differently: the task README's version history)."""
     if a.length and b.length and a.length != b.length:
