@@ -134,9 +134,9 @@ def all_in(timeline: list[str], lang: str = "fr") -> bool:
 def survival(timelines: list[list[str]], lang: str = "fr"):
     """Share of answers still in ``lang`` at each segment, with a 95% band (Kaplan-Meier:
     an answer that ends before the last segment without leaving ``lang`` is censored
-    there); a ``drift_eval.metrics.stats.Survival``. Undetermined answers (no known
+    there); a ``drift_eval.metrics.survival.Survival``. Undetermined answers (no known
     segment) are left out: they are neither at risk nor events."""
-    from drift_eval.metrics.stats import survival_curve
+    from drift_eval.metrics.survival import survival_curve
 
     kept = [t for t in timelines if determined(t)]
     return survival_curve([first_foreign(t, lang) for t in kept], [len(t) for t in kept])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 
-from drift_eval.metrics import stats
+from drift_eval.metrics import power, stats
 from drift_eval.reports.svg import PALETTE, line_plot
 from drift_eval.tasks import headline, label, task_info
 
@@ -129,10 +129,10 @@ class Report:
         b = self.output.metric(task, metric, "none", run.model)
         if a.per_sample and b.per_sample:  # the documents Output.compare paired
             docs = shared_documents(a, b, same_hash=False)
-            mde = stats.minimum_detectable_effect([a.per_sample[k] for k in docs], [b.per_sample[k] for k in docs],
+            mde = power.minimum_detectable_effect([a.per_sample[k] for k in docs], [b.per_sample[k] for k in docs],
                                                   binary=a.binary)
         else:
-            mde = stats.mde_from_errors(a.stderr, b.stderr)
+            mde = power.mde_from_errors(a.stderr, b.stderr)
         return {"against": "none", "d": d, "mde": mde}
 
     def against_baseline(self, headline_only: bool = False) -> list:

@@ -10,7 +10,7 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import binom, norm
 
-from drift_eval.metrics import stats
+from drift_eval.metrics import power, stats
 
 Z = norm.ppf(0.975)
 
@@ -30,16 +30,16 @@ def _counts(rng, n, p_up, p_down, reps):
 
 # ---------------------------------------------------------------- minimum detectable effect
 def test_mde_of_the_issue_two_way_background_at_36_documents():
-    assert round(stats.mde_binary(36, 0.1), 2) == 0.29
-    assert round(stats.mde_binary(36, 0.2), 2) == 0.35
+    assert round(power.mde_binary(36, 0.1), 2) == 0.29
+    assert round(power.mde_binary(36, 0.2), 2) == 0.35
     # the old best case (every disagreeing pair the effect's way) gave 0.21 for both
-    best_case = brentq(lambda d: stats.mcnemar_power(36, max(0.1, d), d) - 0.8, 0.05, 0.5)
-    assert round(best_case, 2) == 0.21 < stats.mde_binary(36, 0.1)
+    best_case = brentq(lambda d: power.mcnemar_power(36, max(0.1, d), d) - 0.8, 0.05, 0.5)
+    assert round(best_case, 2) == 0.21 < power.mde_binary(36, 0.1)
     # no disagreement observed: the one-way case, unchanged
-    assert stats.mde_binary(36, 0.0) == pytest.approx(brentq(lambda d: binom.sf(5, 36, d) - 0.8, 1e-6, 1), abs=1e-6)
-    assert stats.mde_binary(36, 1.0) == math.inf  # every pair disagrees already: no room for an effect
-    assert stats.minimum_detectable_effect([1, 1, 1, 0] + [0] * 32, [0, 0, 0, 1] + [0] * 32) == \
-        stats.mde_binary(36, 4 / 36)
+    assert power.mde_binary(36, 0.0) == pytest.approx(brentq(lambda d: binom.sf(5, 36, d) - 0.8, 1e-6, 1), abs=1e-6)
+    assert power.mde_binary(36, 1.0) == math.inf  # every pair disagrees already: no room for an effect
+    assert power.minimum_detectable_effect([1, 1, 1, 0] + [0] * 32, [0, 0, 0, 1] + [0] * 32) == \
+        power.mde_binary(36, 4 / 36)
 
 
 @pytest.mark.parametrize("n, background", [(36, 0.1), (36, 0.2), (68, 0.1), (200, 0.05)])
@@ -49,12 +49,12 @@ def test_mde_has_80_percent_power_in_simulated_paired_runs(n, background):
     in 80% of them (simulated, 20000 runs: standard error 0.003). At the old best-case MDE
     it rejects far less often."""
     rng = np.random.default_rng(29)
-    mde = stats.mde_binary(n, background)
+    mde = power.mde_binary(n, background)
     up, down = _counts(rng, n, background / 2 + mde, background / 2, 20000)
     assert stats.mcnemar_exact(int(up[0]), int(down[0])) == pytest.approx(_exact_mcnemar_p(up[:1], down[:1])[0])
-    power = np.mean(_exact_mcnemar_p(up, down) < 0.05)
-    assert power == pytest.approx(0.8, abs=0.015)
-    best = brentq(lambda d: stats.mcnemar_power(n, max(background, d), d) - 0.8, 1e-3, 0.9)
+    rejected = np.mean(_exact_mcnemar_p(up, down) < 0.05)
+    assert rejected == pytest.approx(0.8, abs=0.015)
+    best = brentq(lambda d: power.mcnemar_power(n, max(background, d), d) - 0.8, 1e-3, 0.9)
     up, down = _counts(rng, n, background / 2 + best, background / 2, 20000)
     assert np.mean(_exact_mcnemar_p(up, down) < 0.05) < 0.7
 
@@ -313,10 +313,10 @@ def test_the_detectable_effect_of_a_rate_that_never_varies_is_not_estimable():
     """Every value 0 in both runs: no spread for the t approximation to scale by, so no size
     is claimed (NaN, shown as 'not estimable'); as 0/1 outcomes the exact test's MDE stands."""
     zeros = [0.0] * 32
-    mde = stats.minimum_detectable_effect(zeros, zeros, binary=False)
-    assert math.isnan(mde) and stats.mde_text(mde) == "not estimable (no spread)"
-    assert stats.minimum_detectable_effect(zeros, zeros) == stats.mde_binary(32, 0.0)
-    assert stats.mde_text(math.inf) == "none up to 1" and stats.mde_text(0.25, 2) == "0.25"
+    mde = power.minimum_detectable_effect(zeros, zeros, binary=False)
+    assert math.isnan(mde) and power.mde_text(mde) == "not estimable (no spread)"
+    assert power.minimum_detectable_effect(zeros, zeros) == power.mde_binary(32, 0.0)
+    assert power.mde_text(math.inf) == "none up to 1" and power.mde_text(0.25, 2) == "0.25"
 
 
 def test_a_share_that_is_1_in_every_conversation_gets_a_proportions_bound_not_a_point():

@@ -20,7 +20,7 @@ pytest_plugins = ["pytester"]
 def test_mcnemar_power_matches_enumeration():
     from scipy.stats import binom, binomtest
 
-    from drift_eval.metrics import stats
+    from drift_eval.metrics import power, stats
 
     def brute(n, psi, d):
         q, total = (1 + d / psi) / 2, 0.0
@@ -31,28 +31,28 @@ def test_mcnemar_power_matches_enumeration():
         return total
 
     for n, psi, d in [(10, 0.5, 0.3), (20, 0.3, 0.2), (36, 0.1, 0.1), (8, 0.9, 0.5)]:
-        assert stats.mcnemar_power(n, psi, d) == pytest.approx(brute(n, psi, d), rel=1e-9)
+        assert power.mcnemar_power(n, psi, d) == pytest.approx(brute(n, psi, d), rel=1e-9)
 
 
 def test_minimum_detectable_effects_have_their_known_values():
     from scipy.optimize import brentq
     from scipy.stats import binom, norm
 
-    from drift_eval.metrics import stats
+    from drift_eval.metrics import power, stats
 
     # no discordance observed: an effect d needs d of the pairs discordant, all one way, and
     # the exact test rejects m one-way pairs from m = 6 (2 / 2^6 < 0.05): P(Bin(n, d) >= 6) = 0.8
     for n in (36, 100):
         expected = brentq(lambda d: binom.sf(5, n, d) - 0.8, 1e-6, 1)
-        assert stats.mde_binary(n, 0.0) == pytest.approx(expected, abs=1e-6)
-    assert stats.mde_binary(5, 0.5) == float("inf")  # five pairs can never be significant
-    assert stats.mde_binary(8, 1 / 8) > 0.5 > stats.mde_binary(400, 0.01)
+        assert power.mde_binary(n, 0.0) == pytest.approx(expected, abs=1e-6)
+    assert power.mde_binary(5, 0.5) == float("inf")  # five pairs can never be significant
+    assert power.mde_binary(8, 1 / 8) > 0.5 > power.mde_binary(400, 0.01)
     # a mean: the noncentral t, which tends to (z_0.975 + z_0.8) sd / sqrt(n)
     z = norm.ppf(0.975) + norm.ppf(0.8)
-    assert stats.mde_mean(4000, 2.0) == pytest.approx(z * 2.0 / 4000 ** 0.5, rel=2e-3)
-    assert stats.mde_mean(10, 1.0) > z / 10 ** 0.5
-    assert stats.mde_from_errors(0.03, 0.04) == pytest.approx(z * 0.05)
-    assert stats.minimum_detectable_effect([1, 0, 1, 1], [1, 1, 1, 1]) == stats.mde_binary(4, 0.25)
+    assert power.mde_mean(4000, 2.0) == pytest.approx(z * 2.0 / 4000 ** 0.5, rel=2e-3)
+    assert power.mde_mean(10, 1.0) > z / 10 ** 0.5
+    assert power.mde_from_errors(0.03, 0.04) == pytest.approx(z * 0.05)
+    assert power.minimum_detectable_effect([1, 0, 1, 1], [1, 1, 1, 1]) == power.mde_binary(4, 0.25)
 
 
 # ---------------------------------------------------------------------- runs by (model, setting)
@@ -219,7 +219,7 @@ def test_a_large_sample_without_regression_passes(tmp_path, capsys):
     base = write_task_run(tmp_path / "release", "shipped", values)
     cand = write_task_run(tmp_path / "candidate", "new", swapped)
     rc, out, _ = run_cli(capsys, "gate", cand, "--policy", write_policy(tmp_path, f"baseline: {base}\n" + RULE))
-    from drift_eval.metrics import stats
+    from drift_eval.metrics import power, stats
 
     # Tango's score interval (continuity-corrected) for one pair up and one down of 400
     lo, hi = stats.paired_proportion_interval(1, 1, 400)
@@ -434,7 +434,7 @@ def test_a_rate_is_compared_as_a_rate_even_where_its_values_are_0_or_1(tmp_path,
     that happen to be 0 or 1: compare uses the sign-flip test and the rate's interval, not
     McNemar and Wilson; ``fully_french`` (0/1 outcomes) keeps the exact McNemar test."""
     from drift_eval.decide.results import load_output
-    from drift_eval.metrics import stats
+    from drift_eval.metrics import power, stats
     from drift_eval.tasks import binary, metric_catalogue, share
 
     cat = metric_catalogue()

@@ -51,7 +51,7 @@ def test_context_has_known_comparisons_costs_and_curves(handmade):
     assert ff.difference == pytest.approx(0.5) and ff.verdict == "significant" and ff.test == "exact McNemar"
     assert blocks["log:0.25 − none"][("drift_french_multiturn", "mean_words")]["d"].test == "paired permutation"
     const = blocks["const:0.25 − none"][("drift_french_single", "fully_french")]
-    assert const["d"].verdict == "not significant" and const["mde"] == "0.460"  # 2 of 20 discordant, as two-way background: stats.mde_binary(20, 0.1)
+    assert const["d"].verdict == "not significant" and const["mde"] == "0.460"  # 2 of 20 discordant, as two-way background: power.mde_binary(20, 0.1)
     summary = {t["task"]: t for t in sec["summary"]["tables"]}
     assert list(summary)[:3] == ["drift_french", "drift_french_single", "drift_french_multiturn"]  # the group first
     costs = {r["run"]: r["cost"]["cost"] for r in summary["drift_ppl"]["rows"]}
@@ -101,7 +101,7 @@ def test_headline_table_and_what_it_supports(handmade, tmp_path):
     """The first section: per family, model x setting -> each task's headline (the YAMLs'
     headline role) with its interval and its change against none; one reading per model."""
     from drift_eval.decide.results import load_output
-    from drift_eval.metrics import stats
+    from drift_eval.metrics import power, stats
     from drift_eval.reports.render import build_context, render
     from handmade_results import write_task_run
 
@@ -122,7 +122,7 @@ def test_headline_table_and_what_it_supports(handmade, tmp_path):
     assert rows["none"]["cells"][1]["changes"] == []
     const = rows["const:0.25"]["cells"][1]["changes"][0]
     assert const["d"].p_value == pytest.approx(0.5) and not const["significant"] and const["css"] == "nodiff"
-    assert const["mde"] == pytest.approx(stats.mde_binary(20, 0.1))
+    assert const["mde"] == pytest.approx(power.mde_binary(20, 0.1))
     alpha = {r["setting"]: r for r in tables["drift_alpha"]["rows"]}["log:0.25"]["cells"][0]["changes"][0]
     assert alpha["d"].difference == pytest.approx(-0.4) and alpha["css"] == "significant"  # lower α is better
     # the group pools its tasks, so its headline alone is read: 14 and 6 of 24 documents flip, all to French
@@ -140,7 +140,7 @@ def test_headline_table_and_what_it_supports(handmade, tmp_path):
     recorded = {(r["setting"], r["task"], r["metric"], r["statistic"], r.get("against")): r["value"]
                 for r in ctx["records"] if r["section"] == "headline"}
     assert recorded[("const:0.25", "drift_french_single", "fully_french", "mde", "none")] == pytest.approx(
-        stats.mde_binary(20, 0.1))
+        power.mde_binary(20, 0.1))
     assert recorded[("log:0.25", "drift_french_single", "fully_french", "value", None)] == 1.0
     # under the headline, the share not kept in full by first cause: all 20 answers kept under log:0.25
     assert recorded[("log:0.25", "drift_french_single", "not_kept_left", "value", None)] == 0.0
@@ -154,7 +154,7 @@ def test_headline_table_and_what_it_supports(handmade, tmp_path):
     [sentence] = table["readings"][0]["sentences"]
     assert sentence.startswith("log:0.25 changes fully French (drift_french_single) by +0.20 [")
     # 2 of 10 documents disagree, taken as two-way background: no effect up to 0.8 reaches 80% power
-    assert stats.mde_binary(10, 0.2) == float("inf")
+    assert power.mde_binary(10, 0.2) == float("inf")
     # a family of one comparison: adjusting leaves its p as it is
     assert ctx["family"] == 1
     assert sentence.endswith("(p 0.5, adjusted 0.5) against none: not significant; this sample cannot reliably "

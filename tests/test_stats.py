@@ -105,10 +105,10 @@ def test_a_number_is_a_real_number_never_a_bool():
 def test_an_answer_that_never_left_is_at_risk_only_through_its_own_segments():
     """Five 3-segment answers that never left, five 8-segment ones that all left at segment 3:
     the never-left ones were seen through segment 2 only, so they are not at risk at 3."""
-    from drift_eval.metrics import stats
+    from drift_eval.metrics import survival
 
     onsets, lengths = [None] * 5 + [3] * 5, [3] * 5 + [8] * 5
-    curve = stats.survival_curve(onsets, lengths)
+    curve = survival.survival_curve(onsets, lengths)
     assert curve.at_risk[:4] == [10, 10, 10, 5]  # the never-left answers leave the risk set after their end
     assert curve.estimate[:4] == pytest.approx([1.0, 1.0, 1.0, 0.0])
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from drift_eval.decide.policy import ON
 from drift_eval.errors import DriftUsageError
-from drift_eval.metrics import stats
+from drift_eval.metrics import power, stats
 from drift_eval.metrics.values import is_finite, is_number
 
 
@@ -74,7 +74,7 @@ class Comparison:
     def describe(self) -> str:
         d = self.difference
         ci = "" if math.isnan(d.lower) else f" (95% CI [{d.lower:+.4f}, {d.upper:+.4f}])"
-        mde = stats.mde_text(self.mde)
+        mde = power.mde_text(self.mde)
         adj = f", {stats.ADJUSTMENT}-adjusted p {d.p_adjusted:.4g} over {d.family}" if d.adjusted else ""
         return (f"{self.where()}: {self.candidate_value:.4f} vs {self.baseline_value:.4f}, difference "
                 f"{d.difference:+.4f}{ci}, p {d.p_value:.4g} ({d.test}, n={d.n}){adj}, {d.verdict}; smallest "
@@ -128,11 +128,11 @@ def compare_metric(candidate, baseline, task: str, metric: str, setting: str = "
         x = [a.per_sample[k] for k in docs]
         y = [b.per_sample[k] for k in docs]
         diff = stats.paired_difference(x, y, binary=a.binary)  # one task and metric: b.binary is the same
-        mde = stats.minimum_detectable_effect(x, y, binary=a.binary)
+        mde = power.minimum_detectable_effect(x, y, binary=a.binary)
         cv, bv = sum(x) / len(x), sum(y) / len(y)
     elif all(is_finite(v) for v in (a.stderr, b.stderr)):
         diff = stats.difference_from_errors(a.value, a.stderr, b.value, b.stderr, min(a.n or 0, b.n or 0))
-        mde = stats.mde_from_errors(a.stderr, b.stderr)
+        mde = power.mde_from_errors(a.stderr, b.stderr)
         cv, bv = a.value, b.value
     else:
         raise DriftUsageError(f"{task}/{metric} under {setting} has neither logged samples nor a standard error in "
@@ -175,13 +175,13 @@ def judge(c: Comparison, max_regression: float, on: str = "upper", underpowered:
     tol = f"tolerance {max_regression:g}"
     core = (f"regression {value:+.4f} (95% CI [{lower:+.4f}, {upper:+.4f}]), n={c.n}, "
             f"p {c.difference.p_value:.4g} ({c.difference.test})")
-    facts = f"{core}, detectable at 80% power: {stats.mde_text(c.mde)}"
+    facts = f"{core}, detectable at 80% power: {power.mde_text(c.mde)}"
     if lower > max_regression:
         return Judgement("fail", f"{c.where()}: worse beyond the {tol}: {facts}", c)
     note = ""
     if c.mde > max_regression:
         msg = (f"{c.where()}: underpowered: the smallest regression this sample detects at 80% power is "
-               f"{stats.mde_text(c.mde, infinite='above 1')}, above the {tol}, so a pass would not mean "
+               f"{power.mde_text(c.mde, infinite='above 1')}, above the {tol}, so a pass would not mean "
                f"no regression ({core}); use more documents or a larger tolerance")
         if underpowered != "warn":
             return Judgement("underpowered", msg, c)

@@ -191,7 +191,7 @@ def summary_markdown(outcomes: list, results_dir: str, policy: str, baseline: st
     the results and the policy are code spans (``inert.markdown``): they cannot add markup,
     links or lines. ``error``: the gate could not finish (unusable input)."""
     from drift_eval import inert
-    from drift_eval.metrics.stats import mde_text
+    from drift_eval.metrics.power import mde_text
 
     verdict = "UNUSABLE INPUT" if error else VERDICT[exit_status(outcomes)]
     lines = [f"## drift-eval gate: {verdict}", "",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from drift_eval.metrics import stats
+from drift_eval.metrics import power
 from drift_eval.reports.state import ARROWS, finite
 from drift_eval.tasks import conditional_partner
 
@@ -34,7 +34,7 @@ def settings(rep) -> dict | None:
 
 
 def _mde(v) -> str:
-    return stats.mde_text(v, 3)
+    return power.mde_text(v, 3)
 
 
 def comparison_rows(rep, section: str, comparisons: list) -> list:
