@@ -36,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def _setup(length, n_conts):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from drift_eval.measure import alpha
+    from drift_eval.measure import alpha, continuations
     from drift_eval.plugin.local_models import smollm2_dir
     from drift_eval.metrics import alpha as am
     from drift_eval.tasks.drift_alpha.data import read_scenes
@@ -45,19 +45,19 @@ def _setup(length, n_conts):
     tok = AutoTokenizer.from_pretrained(d)
     model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
     scene = read_scenes()[0]
-    conts = alpha.read_continuations("bundled", n_conts)
-    cont_ids, T = alpha.continuation_ids(tok, conts, length)
+    conts = continuations.read_continuations("bundled", n_conts)
+    cont_ids, T = continuations.continuation_ids(tok, conts, length)
     windows = am.octave_windows(T)
     return model, tok, scene, cont_ids, windows
 
 
 def throughput(args):
-    from drift_eval.measure import alpha
+    from drift_eval.measure import alpha, continuations
 
     torch.set_num_threads(args.threads)
     model, tok, scene, cont_ids, windows = _setup(args.length, args.conts)
     variants = {"detail": scene["detail"], "translation": scene["translation"]}
-    prompts = [alpha.prompt_ids(tok, scene["base"])] + [alpha.prompt_ids(tok, v) for v in variants.values()]
+    prompts = [continuations.prompt_ids(tok, scene["base"])] + [continuations.prompt_ids(tok, v) for v in variants.values()]
     rows = [p + c for c in cont_ids for p in prompts]
     pad = alpha._pad_id(tok)
 
@@ -93,7 +93,7 @@ def peak_memory_child(args):
     """Resident memory while one scene is measured (``_memory.peak_growth``)."""
     from _memory import peak_growth
 
-    from drift_eval.measure import alpha
+    from drift_eval.measure import alpha, continuations
 
     torch.set_num_threads(args.threads)
     model, tok, scene, cont_ids, windows = _setup(args.length, args.conts)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from drift_eval.errors import DriftUsageError
-from drift_eval.measure import alpha
+from drift_eval.measure import alpha, continuations
 from drift_eval.anatomy import decoder_blocks, output_projection
 from drift_eval.measure.capture import capture
 from drift_eval.metrics import alpha as am
@@ -47,12 +47,12 @@ def test_direct_relay_residual_and_mlp_add_up_to_the_offset(family):
     keys and the hidden size at the magnitude of what it compares
     (``alpha.identity_tolerance``), and no more."""
     model = tiny_model(family, attn="eager", layers=3).double()
-    cont = alpha.continuation_ids(TOK, CONTS[:1], 40)[0][0]
+    cont = continuations.continuation_ids(TOK, CONTS[:1], 40)[0][0]
     T = len(cont)
     d = model.config.hidden_size
     got = {}
     for name in ("base", "detail"):
-        ids = torch.tensor([alpha.prompt_ids(TOK, SCENE[name]) + cont])
+        ids = torch.tensor([continuations.prompt_ids(TOK, SCENE[name]) + cont])
         n = ids.shape[1] + d  # the keys, then the hidden size, each summed over
         terms, out, attn, mlp, blocks = _terms_of_one_forward(model, ids, T)
         terms = terms.double()
@@ -80,7 +80,7 @@ def test_a_block_of_another_structure_stops_the_decomposition_with_one_line():
     model = tiny_model("llama", attn="eager", layers=2)
     handle = decoder_blocks(model)[1].attention.register_forward_hook(
         lambda mod, args, out: (out[0] * 1.5, *out[1:]))
-    cont_ids, T = alpha.continuation_ids(TOK, CONTS, 40)
+    cont_ids, T = continuations.continuation_ids(TOK, CONTS, 40)
     try:
         with pytest.raises(DriftUsageError, match=r"does not add up for the model family 'llama': at layer 1 the "
                                                   r"parts differ from the attention output by [0-9.e-]+, where "
@@ -100,7 +100,7 @@ def test_the_identity_tolerance_follows_the_coarser_of_the_dtypes():
 
 def test_streamed_cross_signals_add_up_to_the_measured_signal():
     model = tiny_model("llama", attn="eager", layers=3)
-    cont_ids, T = alpha.continuation_ids(TOK, CONTS, 71)
+    cont_ids, T = continuations.continuation_ids(TOK, CONTS, 71)
     windows = am.octave_windows(T)
     variants = {"detail": SCENE["detail"], "translation": SCENE["translation"]}
     got = alpha.scene_offsets(model, TOK, SCENE["base"], variants, cont_ids, windows, batch_size=4, decompose=True)
@@ -152,7 +152,7 @@ def test_power_law_curve_reproduces_an_exact_power_law():
 
 def test_the_decomposition_needs_eager_attention():
     model = tiny_model("llama", attn="sdpa")
-    cont_ids, T = alpha.continuation_ids(TOK, CONTS, 71)
+    cont_ids, T = continuations.continuation_ids(TOK, CONTS, 71)
     with pytest.raises(DriftUsageError, match="needs eager attention.*attention=eager") as e:
         alpha.scene_offsets(model, TOK, SCENE["base"], {"detail": SCENE["detail"]}, cont_ids,
                             am.octave_windows(T), decompose=True)

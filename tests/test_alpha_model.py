@@ -9,7 +9,7 @@ from drift_eval.anatomy import decoder_blocks
 from helpers import CONTS, SCENE, TOK, forward_sums, rounding, tiny_model
 from drift_eval.compensation import bias as comp
 from drift_eval.settings import CompensationConfig
-from drift_eval.measure import alpha
+from drift_eval.measure import alpha, continuations
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics import alpha as am
 
@@ -23,7 +23,7 @@ def _reference(model, base, variant, cont_ids, windows, state=None):
     T = len(cont_ids[0])
 
     def run(prompt):
-        ids = alpha.prompt_ids(TOK, prompt)
+        ids = continuations.prompt_ids(TOK, prompt)
         outs = []
         for c in cont_ids:
             got = []
@@ -55,7 +55,7 @@ def _reference(model, base, variant, cont_ids, windows, state=None):
 @pytest.mark.parametrize("batch_size", [1, 4])
 def test_streamed_offsets_match_the_slow_reference(family, batch_size):
     model = tiny_model(family)
-    cont_ids, T = alpha.continuation_ids(TOK, CONTS, 71)
+    cont_ids, T = continuations.continuation_ids(TOK, CONTS, 71)
     windows = am.octave_windows(T)
     assert [w.centre for w in windows] == [15.5, 31.5, 63.5]
     got = alpha.scene_offsets(model, TOK, SCENE["base"], {"detail": SCENE["detail"], "translation": SCENE["translation"]},
@@ -70,7 +70,7 @@ def test_streamed_offsets_match_the_slow_reference(family, batch_size):
 def test_offsets_follow_the_active_compensation():
     model = tiny_model("llama")
     state = comp.install(model, CompensationConfig("log", 1.0, "prompt"))
-    cont_ids, T = alpha.continuation_ids(TOK, CONTS, 71)
+    cont_ids, T = continuations.continuation_ids(TOK, CONTS, 71)
     windows = am.octave_windows(T)
     got = alpha.scene_offsets(model, TOK, SCENE["base"], {"detail": SCENE["detail"]}, cont_ids, windows, state, 3)
     S, _ = _reference(model, SCENE["base"], SCENE["detail"], cont_ids, windows, state)
@@ -92,13 +92,13 @@ def _nll_tolerance(model, logits, T, nll):
 
 def test_continuation_nll_matches_a_plain_forward():
     model = tiny_model("qwen2")
-    cont_ids, T = alpha.continuation_ids(TOK, CONTS[:3], 40)
+    cont_ids, T = continuations.continuation_ids(TOK, CONTS[:3], 40)
     prompts = [SCENE["base"], SCENE["translation"]]
     got = alpha.continuation_nll(model, TOK, prompts, cont_ids, batch_size=4)
     tol = {}
     for pi, p in enumerate(prompts):
         for ci, c in enumerate(cont_ids):
-            ids = torch.tensor([alpha.prompt_ids(TOK, p) + c])
+            ids = torch.tensor([continuations.prompt_ids(TOK, p) + c])
             with torch.no_grad():
                 logits = model(input_ids=ids).logits[0]
             ref = float(torch.nn.functional.cross_entropy(logits[-T - 1:-1], ids[0, -T:], reduction="sum"))
@@ -162,26 +162,26 @@ def test_measure_pools_scenes_and_fits_every_layer():
 
 def test_bad_inputs_are_refused_with_one_line():
     with pytest.raises(DriftUsageError, match="only .* tokens"):
-        alpha.continuation_ids(TOK, ["short", "texts"], 71)
+        continuations.continuation_ids(TOK, ["short", "texts"], 71)
     with pytest.raises(DriftUsageError, match="needs 3"):
         alpha.measure(tiny_model("llama"), TOK, [SCENE], CONTS, 30)
     with pytest.raises(DriftUsageError, match="at least two"):
-        alpha.read_continuations("bundled", 1)
+        continuations.read_continuations("bundled", 1)
     with pytest.raises(DriftUsageError, match="neither"):
-        alpha.read_continuations("/no/such/file.jsonl", 4)
+        continuations.read_continuations("/no/such/file.jsonl", 4)
 
 
 def test_continuation_files(tmp_path):
     j = tmp_path / "c.jsonl"
     j.write_text('{"text": "one"}\n{"text": "two"}\n', encoding="utf-8")
-    assert alpha.read_continuations(str(j), 2) == ["one", "two"]
+    assert continuations.read_continuations(str(j), 2) == ["one", "two"]
     t = tmp_path / "c.txt"
     t.write_text("first passage\nstill first\n---\nsecond passage\n", encoding="utf-8")
-    assert alpha.read_continuations(str(t), 2) == ["first passage\nstill first", "second passage"]
+    assert continuations.read_continuations(str(t), 2) == ["first passage\nstill first", "second passage"]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('["no text field"]\n', encoding="utf-8")
     with pytest.raises(DriftUsageError, match="'text' field"):
-        alpha.read_continuations(str(bad), 2)
+        continuations.read_continuations(str(bad), 2)
 
 
 @pytest.mark.slow
@@ -190,7 +190,7 @@ def test_wikitext_continuations_without_network_say_what_to_do():
     import subprocess
     import sys
 
-    code = ("from drift_eval.measure.alpha import read_continuations\n"
+    code = ("from drift_eval.measure.continuations import read_continuations\n"
             "try:\n    read_continuations('wikitext', 4)\nexcept SystemExit as e:\n    print(e)\n")
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300).stdout

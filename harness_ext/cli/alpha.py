@@ -50,8 +50,9 @@ def run(args) -> int:
         bundled, axes = bundled_scenes(args)
         scenes = [{"base": s["base"], **{a: s[a] for a in axes}} for s in bundled]
     from drift_eval.measure import alpha
+    from drift_eval.measure.continuations import read_continuations
 
-    continuations = alpha.read_continuations(args.continuations, args.n_continuations)
+    continuations = read_continuations(args.continuations, args.n_continuations)
     model, tok = load_model(args, random_init=args.random_init)
     state = install_compensation(model, tok, cfg, base="eager" if args.decompose else None)  # the decomposition reads weights
     length = args.length or length_for(args.octaves)

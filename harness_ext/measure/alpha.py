@@ -1,8 +1,8 @@
 """Teacher-forced prompt pairs: hidden-state offsets for α and continuation perplexity.
 
-A prompt ``x`` and a variant ``x'`` are each followed by the same continuation tokens
-``c`` (``"\\n\\n"`` + the continuation text, tokenised once, cut to ``length`` tokens), and
-the model reads both under its active compensation setting (the bias goes from the
+A prompt ``x`` and a variant ``x'`` are each followed by the same continuation tokens ``c``
+(``measure.continuations``: ``"\\n\\n"`` + the continuation text, tokenised once, cut to
+``length`` tokens), and the model reads both under its active compensation setting (the bias goes from the
 continuation's queries to the prompt's keys, token 0 excepted). Forward hooks on the
 decoder blocks keep the residual stream (block outputs) only at the window positions, and
 the per-scene sums of Δ and Δ² are streamed, so memory does not grow with the number of
@@ -22,99 +22,17 @@ states, read through ``capture(attention_values=...)``). The algebra is in
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from drift_eval.errors import DriftUsageError
-from drift_eval.files import read_jsonl, read_text
 from drift_eval.metrics import alpha as am
 from drift_eval.tasks.drift_alpha.data import AXES  # noqa: F401  (the variant axes of a scene)
 from drift_eval.anatomy import decoder_blocks, output_projection, require_eager
 from drift_eval.measure.capture import capture
-
-SEPARATOR = "\n\n"
-
-
-# ---------------------------------------------------------------------------- inputs
-def prompt_ids(tokenizer, text: str) -> list[int]:
-    ids = tokenizer(text)["input_ids"]
-    if not ids:
-        raise DriftUsageError("a prompt is empty: give every prompt some text")
-    return list(ids)
-
-
-def continuation_ids(tokenizer, texts: list[str], length: int | None) -> tuple[list[list[int]], int]:
-    """Token ids of ``SEPARATOR + text`` for each continuation, all cut to the same length:
-    ``length`` if given (every continuation must reach it), else the shortest."""
-    if not texts:
-        raise DriftUsageError("no continuations: give at least two continuation texts")
-    ids = [tokenizer(SEPARATOR + t, add_special_tokens=False)["input_ids"] for t in texts]
-    shortest = min(len(i) for i in ids)
-    if length is None:
-        length = shortest
-    elif shortest < length:
-        raise DriftUsageError(f"a continuation has only {shortest} tokens but length={length} was asked: "
-                              "use longer continuations or a smaller length")
-    return [list(i[:length]) for i in ids], int(length)
-
-
-def read_continuations(source: str = "bundled", n: int = 16) -> list[str]:
-    """The shared continuations: ``bundled`` (written for this project, see
-    ``tasks/drift_alpha/README.md``), ``wikitext`` (WikiText-103 validation articles from the
-    Hugging Face hub, as in the original study; needs the network), or a file: ``.jsonl``
-    with a ``text`` field per line, or plain text whose passages are separated by blank
-    lines holding only ``---``."""
-    from drift_eval.settings import int_option
-
-    source = str(source)
-    n = int_option("n_continuations (the α metric needs at least two continuations)", n, 2)
-    if source == "bundled":
-        from drift_eval.tasks.drift_alpha.data import read_continuations as bundled
-
-        texts = bundled()
-    elif source == "wikitext":
-        texts = _wikitext(n)
-    elif os.path.isfile(source):
-        texts = _read_file(source)
-    else:
-        raise DriftUsageError(f"continuations '{source}' is neither bundled, wikitext nor an existing file")
-    if len(texts) < n:
-        raise DriftUsageError(f"{source} holds {len(texts)} continuations, fewer than the {n} asked for")
-    return texts[:n]
-
-
-def _read_file(path: str) -> list[str]:
-    if path.endswith(".jsonl"):
-        return [str(r["text"]) for r in read_jsonl(path, "continuation file", required=("text",))]
-    parts = [p.strip() for p in read_text(path, "continuation file").split("\n---\n")]
-    return [p for p in parts if p]
-
-
-def _wikitext(n: int, min_chars: int = 6000) -> list[str]:
-    """The first ``n`` WikiText-103 validation articles of at least ``min_chars`` characters,
-    headings removed."""
-    try:
-        import datasets
-
-        rows = datasets.load_dataset("Salesforce/wikitext", "wikitext-103-raw-v1", split="validation")["text"]
-    except Exception as exc:  # offline, or the hub refused
-        raise DriftUsageError("continuations=wikitext needs the Hugging Face hub (WikiText-103); "
-                              f"it failed ({type(exc).__name__}); use the bundled continuations or a file") from None
-    articles, cur = [], []
-    for line in rows:
-        s = line.strip()
-        if s.startswith("= ") and not s.startswith("= = "):
-            if cur:
-                articles.append(" ".join(cur))
-            cur = []
-        elif s and not s.startswith("="):
-            cur.append(s)
-    if cur:
-        articles.append(" ".join(cur))
-    return [a for a in articles if len(a) >= min_chars][:n]
+from drift_eval.measure.continuations import continuation_ids, prompt_ids
 
 
 def _batch_size(lm_or_value) -> int:

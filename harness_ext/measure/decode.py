@@ -31,7 +31,7 @@ import torch
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics import decode as dm
 from drift_eval.metrics import langid
-from drift_eval.measure.alpha import SEPARATOR, prompt_ids
+from drift_eval.measure.continuations import SEPARATOR, prompt_ids
 from drift_eval.anatomy import decoder_blocks
 from drift_eval.measure.capture import capture
 

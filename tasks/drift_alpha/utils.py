@@ -17,7 +17,7 @@ import json
 import math
 
 from drift_eval.errors import DriftUsageError
-from drift_eval.measure.alpha import read_continuations
+from drift_eval.measure.continuations import read_continuations
 from drift_eval.metrics import alpha as am
 from drift_eval.metrics.values import ListValue
 from drift_eval.plugin.request_types import CONTINUATION_NLL, PROMPT_OFFSETS
