@@ -45,8 +45,8 @@ eight-turn runs made after the draw (``LATER_RUNS``: four conversations, 9-12, o
 model), seeded, unlabelled.
 
 ``read OUT K``: the items of reading K, for a reader, into ``OUT/L.jsonl``: every item without
-its label or note for readings 1 and 2, and for reading 3 the items whose first two readings
-differ. The reader writes ``OUT/L.labels.jsonl`` (``{"id", "label", "note"}`` a line);
+its label, note or source for readings 1 and 2, and for reading 3 the items whose first two
+readings differ. The reader writes ``OUT/L.labels.jsonl`` (``{"id", "label", "note"}`` a line);
 ``collect OUT K`` adds them to ``readings.json`` and sets each item's label: the label both
 readings give, or the third reading's where they differ (``adjudicated``).
 
@@ -86,10 +86,8 @@ MIN_DEGENERATE = 80
 #: at most this many units of one answer or conversation in a set (rule 2.3's draw)
 PER_ANSWER = 3
 CALLS = ("kept", "left", "degenerate")
-#: the fresh runs of rule 2.3's draw: requests 181-200 with the instruction worded in English
-#: and in L (``*_single_native``), and conversations 20-21
-DRAW_RUNS = ("smollm2_single", "qwen_single", "smollm2_single_native", "qwen_single_native", "smollm2_multiturn",
-             "qwen_multiturn")
+#: the fresh runs of rule 2.3's draw: requests 181-200 and conversations 20-21
+DRAW_RUNS = ("smollm2_single", "qwen_single", "smollm2_multiturn", "qwen_multiturn")
 # eight-turn runs made after the draw, for the languages whose draw held none of Qwen's replies
 LATER_RUNS = ("smollm2_multiturn_more", "qwen_multiturn_more")
 REPLIES = {"kept": 8, "left": 8, "degenerate": 4}
@@ -468,9 +466,11 @@ def _due(items: list[dict], done: dict, k: int) -> list[dict]:
 
 
 def to_read(lang: str, k: int) -> list[dict]:
-    """The items of ``lang``'s set due for reading ``k`` (``_due``), without label or note."""
+    """The items of ``lang``'s set due for reading ``k`` (``_due``), without label, note or
+    source (rule 2.3's draw on: a source names a synthetic item's making, "letters
+    shuffled", which would tell the reader its label)."""
     items, _ = read_set(lang)
-    return [{key: v for key, v in i.items() if key not in ("label", "note")}
+    return [{key: v for key, v in i.items() if key not in ("label", "note", "source")}
             for i in _due(items, read_readings().get(lang, {}), k)]
 
 

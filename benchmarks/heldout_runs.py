@@ -5,8 +5,8 @@ language"). The committed language runs (docs/results/languages) used the bank's
 requests and first 8 conversations; by default these runs use requests 37-108 and
 conversations 9-16 (rule 2.0's draw); rule 2.1's draw used requests 109-132 and
 conversations 17-18, rule 2.2's requests 133-156 and conversation 19 (and requests 157-180
-for hi, tr, ko, id and ar); rule 2.3's requests 181-200, with the instruction worded in
-English and in L (``single_native``), and conversations 20-21.
+for hi, tr, ko, id and ar); rule 2.3's requests 181-200 and conversations 20-21.
+``--kinds single_native``: single-turn runs with the instruction worded in L.
 
     python benchmarks/heldout_runs.py OUT [--models smollm2,qwen=DIR] [--languages fr,de,...]
         [--kinds single,single_native,multiturn] [--workers 2] [--requests 37-108]
