@@ -439,7 +439,7 @@ READINGS = os.path.join(SETS, "readings.json")
 
 def read_readings(sets: str = SETS) -> dict:
     """``{lang: {item id: [first, second] or [first, second, third]}}``: every reading of the
-    held-out sets, or of the tuning sets ``sets`` (rule 2.2's on: ``TUNING["2.2"][1]``)."""
+    held-out sets, or of the tuning sets ``sets`` (rule 2.2's: ``TUNING["2.2"][1]``)."""
     from drift_eval.files import read_json
 
     path = os.path.join(sets, "readings.json")
