@@ -58,9 +58,9 @@ def main():
     from transformers import AutoTokenizer
 
     from drift_eval.compensation import bias as comp
-from drift_eval.settings import CompensationConfig
+    from drift_eval.settings import CompensationConfig
     from drift_eval.files import read_json, write_json_atomic
-    from drift_eval.measure import alpha
+    from drift_eval.measure import alpha, continuations
     from drift_eval.metrics import alpha as am
     from drift_eval.plugin.local_models import smollm2_dir
     from drift_eval.tasks.drift_alpha.data import read_scenes
@@ -81,9 +81,9 @@ from drift_eval.settings import CompensationConfig
     tok = AutoTokenizer.from_pretrained(d)
     axes = args.axes.split(",")
     scenes = read_scenes()[:args.scenes]
-    conts = alpha.read_continuations("bundled", args.conts)
+    conts = continuations.read_continuations("bundled", args.conts)
     length = am.length_for(args.octaves)
-    cont_ids, T = alpha.continuation_ids(tok, conts, length)
+    cont_ids, T = continuations.continuation_ids(tok, conts, length)
     windows = am.octave_windows(T, max_octaves=args.octaves)
     centres = [w.centre for w in windows]
     plan = {"continuations": args.conts, "length": T, "axes": axes, "centres": centres, "attention": "eager",

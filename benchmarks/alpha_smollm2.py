@@ -25,8 +25,8 @@ def main():
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     from drift_eval.compensation import bias as comp
-from drift_eval.settings import CompensationConfig
-    from drift_eval.measure import alpha
+    from drift_eval.settings import CompensationConfig
+    from drift_eval.measure import alpha, continuations
     from drift_eval.plugin.local_models import smollm2_dir
     from drift_eval.metrics.alpha import length_for
     from drift_eval.tasks.drift_alpha.data import read_scenes
@@ -46,9 +46,9 @@ from drift_eval.settings import CompensationConfig
     tok = AutoTokenizer.from_pretrained(d)
     axes = args.axes.split(",")
     scenes = [{"base": s["base"], **{a: s[a] for a in axes}} for s in read_scenes()[:args.scenes]]
-    conts = alpha.read_continuations("bundled", args.conts)
+    conts = continuations.read_continuations("bundled", args.conts)
     length = length_for(args.octaves)
-    cont_ids, _ = alpha.continuation_ids(tok, conts, length)
+    cont_ids, _ = continuations.continuation_ids(tok, conts, length)
     path = os.path.join(HERE, "results", "alpha_smollm2.json")
     out = {"scenes": args.scenes, "continuations": args.conts, "length": length, "axes": axes, "runs": {}}
     if args.only and os.path.isfile(path):
