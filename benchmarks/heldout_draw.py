@@ -222,12 +222,13 @@ def draw(lang: str, all_units: dict) -> tuple[list[dict], dict]:
         rng.shuffle(pool)
         taken = 0
         for u in pool:
+            if taken == REAL[call]:
+                break
             answer = (u["where"]["run"], u["where"]["doc"])
-            if taken == REAL[call] or per_answer.get(answer, 0) == PER_ANSWER:
-                continue
-            per_answer[answer] = per_answer.get(answer, 0) + 1
-            chosen.append(dict(u, origin="real"))
-            taken += 1
+            if per_answer.get(answer, 0) < PER_ANSWER:
+                per_answer[answer] = per_answer.get(answer, 0) + 1
+                chosen.append(dict(u, origin="real"))
+                taken += 1
     count = {c: sum(u["call"] == c for u in chosen) for c in CALLS}
     written = _written(lang)
     rng.shuffle(written)
@@ -434,7 +435,7 @@ def write_documented(name: str, body: str) -> None:
                                             if m.group("name") == name else m.group(0), doc))
 
 
-READINGS = os.path.join(SETS, "readings.json")
+READINGS = "readings.json"  # beside the sets
 
 
 def read_readings(sets: str = SETS) -> dict:
@@ -442,8 +443,23 @@ def read_readings(sets: str = SETS) -> dict:
     held-out sets, or of the tuning sets ``sets`` (rule 2.2's: ``TUNING["2.2"][1]``)."""
     from drift_eval.files import read_json
 
-    path = os.path.join(sets, "readings.json")
+    path = os.path.join(sets, READINGS)
     return read_json(path, "held-out readings", expect=dict) if os.path.exists(path) else {}
+
+
+def labels_not_from_readings(sets: str = SETS) -> list:
+    """``(lang, item id, readings)`` of every item of ``sets`` whose label does not follow
+    from its readings: two that agree, or two that differ and a third that decides
+    (``adjudicated``). Empty when every label does."""
+    from drift_eval.metrics.languages import TARGETS
+
+    readings, wrong = read_readings(sets), []
+    for lang in TARGETS:
+        for item in read_set(lang, sets)[0]:
+            read = readings.get(lang, {}).get(item["id"], [])
+            if len(read) != (2 if read[:1] == read[1:2] else 3) or item["label"] != adjudicated(read):
+                wrong.append((lang, item["id"], read))
+    return wrong
 
 
 def adjudicated(readings: list[str]) -> str | None:
@@ -496,7 +512,8 @@ def collect(lang: str, k: int, labels: dict) -> int:
             item["label"] = adjudicated(mine[item["id"]])
             if k != 2:  # the first reading's note, or the deciding third one's
                 item["note"] = labels[item["id"]].get("note") or ""
-    write_text_atomic(READINGS, json.dumps(everything, ensure_ascii=False, indent=1, sort_keys=True) + "\n")
+    write_text_atomic(os.path.join(SETS, READINGS),
+                      json.dumps(everything, ensure_ascii=False, indent=1, sort_keys=True) + "\n")
     _write_set(lang, items)
     return len(labels)
 
