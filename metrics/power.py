@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from drift_eval.metrics.stats import ALPHA, _binary
+from drift_eval.metrics.stats import ALPHA, treat_as_binary
 
 POWER = 0.8
 
@@ -115,7 +115,7 @@ def minimum_detectable_effect(setting, baseline, alpha: float = ALPHA, power: fl
     x = np.asarray(setting, dtype=float)
     y = np.asarray(baseline, dtype=float)
     n = int(x.size)
-    if _binary(binary, x, y):
+    if treat_as_binary(binary, x, y):
         return mde_binary(n, float(np.mean(x != y)) if n else 0.0, alpha, power)
     d = x - y
     sd = float(np.std(d, ddof=1)) if n > 1 else 0.0

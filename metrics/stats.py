@@ -81,7 +81,7 @@ def _bootstrap_mean(values: np.ndarray, confidence: float, n_resamples: int, see
     return (float(res.confidence_interval.low), float(res.confidence_interval.high))
 
 
-def _binary(binary: bool | None, *arrays) -> bool:
+def treat_as_binary(binary: bool | None, *arrays) -> bool:
     """Whether to treat values as 0/1 outcomes: as ``binary`` says, else (None) when every
     value is 0 or 1. ``binary=False`` is for a metric that is a share, a rate or a count,
     whose values can all be 0 or 1 in one run without being outcomes."""
@@ -126,7 +126,7 @@ def mean_interval(values, confidence: float = CONFIDENCE, n_resamples: int = N_R
         return (math.nan, math.nan)
     if exact:
         return share_sum_interval(a, confidence)
-    if _binary(binary, a) or (share and (np.all(a == 0) or np.all(a == 1))):
+    if treat_as_binary(binary, a) or (share and (np.all(a == 0) or np.all(a == 1))):
         return wilson_interval(int(a.sum()), a.size, confidence)
     return _bootstrap_mean(a, confidence, n_resamples, seed)
 
@@ -399,7 +399,7 @@ def paired_difference(setting, baseline, confidence: float = CONFIDENCE, n_resam
         raise ValueError("binary=True needs values that are all 0 or 1")
     d = x - y
     diff = float(d.mean())
-    if _binary(binary, x, y):
+    if treat_as_binary(binary, x, y):
         b = int(np.sum((y == 0) & (x == 1)))
         c = int(np.sum((y == 1) & (x == 0)))
         p, test = mcnemar_exact(b, c), "exact McNemar"
