@@ -9,7 +9,7 @@ from copy import deepcopy
 
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics import drift, langid
-from drift_eval.plugin.answers import meta_of
+from drift_eval.plugin.answers import Answer, meta_of
 from drift_eval.plugin.request_types import CONVERSATION
 from drift_eval.plugin.task_base import YamlTask
 
@@ -40,18 +40,46 @@ def trace_record(answer, lang: str) -> dict:
     """A reasoning model's trace (lm-eval's ``think_end_token``; ``drift_eval.plugin.backends``),
     scored on its own and never in the headline: ``trace_kept`` 1 where the trace is kept in
     ``lang`` throughout, by the same rule as an answer; ``trace_left`` 1 where it is not kept
-    because it left ``lang`` (not for a loop or unreadable text); ``trace_tokens`` its length.
-    All are None for an answer without a trace; the first two also where its length is
-    known but not its text."""
+    because it left ``lang`` (not for a loop or unreadable text); ``trace_tokens`` its length;
+    ``trace_ended`` 1 where the model ended its reasoning itself, 0 where it ran out of
+    tokens and the plugin ended it (``backends.reasoning_of``; None where the answer took one
+    request). All are None for an answer without a trace; the first two also where its
+    length is known but not its text."""
     meta = meta_of(answer)
     tokens = meta.get("trace_tokens")
+    ended = meta.get("trace_ended")
     record = {"trace_tokens": float(tokens) if isinstance(tokens, int) else None, "trace_kept": None,
-              "trace_left": None}
+              "trace_left": None, "trace_ended": float(ended) if isinstance(ended, bool) else None}
     trace = meta.get("trace")
     if isinstance(trace, str):
         timeline = [x.entry for x in drift.timeline_labels(trace, lang)]
         record["trace_kept"] = float(drift.kept(timeline, lang))
         record["trace_left"] = drift.cause_scores(timeline, lang)["not_kept_left"]
+    return record
+
+
+def conversation_trace_record(messages, lang: str) -> dict:
+    """A reasoning model's traces over a logged conversation (each generated turn's
+    ``trace`` and ``trace_tokens``, ``drift_eval.plugin.conversations``), scored on their own
+    and never in the headline: ``trace_kept`` 1 where every turn's trace is kept in ``lang``
+    throughout, ``trace_left`` 1 where some turn's trace left it, ``trace_tokens`` the mean
+    trace length per turn that has one. All None in a conversation without traces; the
+    first two also where a turn's trace length is known but not its text; ``trace_ended`` 1
+    where the model ended every turn's reasoning itself (``trace_record``)."""
+    if isinstance(messages, str):
+        messages = json.loads(messages)
+    turns = [m for m in messages if m.get("role") == "assistant" and ("trace" in m or "trace_tokens" in m)]
+    record = {"trace_tokens": None, "trace_kept": None, "trace_left": None, "trace_ended": None}
+    if not turns:
+        return record
+    counts = [m["trace_tokens"] for m in turns if isinstance(m.get("trace_tokens"), int)]
+    record["trace_tokens"] = float(sum(counts) / len(counts)) if counts else None
+    ended = [m["trace_ended"] for m in turns if isinstance(m.get("trace_ended"), bool)]
+    record["trace_ended"] = float(all(ended)) if ended else None
+    if all(isinstance(m.get("trace"), str) for m in turns):
+        each = [trace_record(Answer("", trace=m["trace"]), lang) for m in turns]
+        record["trace_kept"] = float(all(r["trace_kept"] == 1.0 for r in each))
+        record["trace_left"] = float(any(r["trace_left"] == 1.0 for r in each))
     return record
 
 

@@ -63,6 +63,46 @@ def real_sweep(smollm2_dir, tmp_path_factory):
     return {"dir": out, "stdout": r.stdout, "stderr": r.stderr, "model": smollm2_dir}
 
 
+#: A chat template with reasoning markers, in the manner of Qwen3's and DeepSeek-R1's: the
+#: generation prompt opens a reasoning (``<think>``), or, with ``enable_thinking=False``,
+#: writes an empty one; earlier assistant turns keep only what follows ``</think>``.
+REASONING_TEMPLATE = (
+    "{%- for message in messages %}{%- if message.role == 'assistant' %}"
+    "{%- set content = message.content.split('</think>')[-1].lstrip() %}{%- else %}"
+    "{%- set content = message.content %}{%- endif %}<|im_start|>{{ message.role }}\n{{ content }}<|im_end|>\n"
+    "{% endfor %}{%- if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n"
+    "{% else %}<think>\n{% endif %}{%- endif %}")
+
+
+@pytest.fixture(scope="session")
+def reasoning_dir(smollm2_dir, tmp_path_factory):
+    """The bundled model as a reasoning model: its tokenizer gains ``<think>`` and
+    ``</think>``, its chat template is ``REASONING_TEMPLATE``, and ``</think>`` gets the
+    comma's embedding (tied with its output row), scaled by 1.02, so that greedy decoding
+    ends a reasoning wherever the model would have written a comma, and never writes a
+    comma while ``</think>`` is allowed. ``<think>`` gets half the newline's embedding (the
+    prompt writes it; the model does not)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    model = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32)
+    tok.add_tokens(["<think>", "</think>"], special_tokens=False)
+    model.resize_token_embeddings(len(tok), mean_resizing=False)
+    emb = model.get_input_embeddings().weight
+    assert model.get_output_embeddings().weight.data_ptr() == emb.data_ptr()  # tied: one row each
+    opening, end = tok.convert_tokens_to_ids(["<think>", "</think>"])
+    with torch.no_grad():
+        emb[end] = emb[tok.convert_tokens_to_ids(",")] * 1.02
+        emb[opening] = emb[tok.convert_tokens_to_ids("\u010a")] * 0.5
+    tok.chat_template = REASONING_TEMPLATE
+    d = tmp_path_factory.mktemp("reasoning") / "model"
+    model.save_pretrained(d)
+    tok.save_pretrained(d)
+    return str(d)
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory, smollm2_dir):
     """A 2-layer random-init llama with the SmolLM2 tokenizer, saved like a user's model."""

@@ -258,6 +258,111 @@ def test_a_reasoning_models_count_is_of_its_visible_answer_and_the_trace_is_coun
     assert b.reasoning_marker(model) == [ord(c) for c in "</t>"] and b.reasoning_marker(VLLM()) == []
 
 
+class TwoStepVLLM(VLLM):
+    """The outline above for a reasoning model whose end-of-reasoning marker is one token
+    ("|"): unforced, it reasons ("why"), ends its reasoning and answers briefly; continued
+    after its reasoning, it writes as many tokens as the minimum asks. A prompt ending in
+    "?" gets a plain answer, with no reasoning."""
+
+    think_end_token = "|"
+
+    def __init__(self):
+        super().__init__()
+        self.sent = []  # (prompt, generation kwargs) of every request, in order
+        self.tokenizer = SimpleNamespace(encode=lambda text, add_special_tokens=False: self.tok_encode(text),
+                                         decode=lambda ids: "".join(map(chr, ids)))
+
+    def _model_generate(self, requests, generate=False, sampling_params=None):
+        out = []
+        for ids, gen in zip(requests, sampling_params):
+            prompt = "".join(map(chr, ids))
+            raw = ("é" * gen["min_tokens"] if "min_tokens" in gen else
+                   "plain" if prompt.endswith("?") else "why|short")
+            out.append(SimpleNamespace(prompt_token_ids=list(ids), num_cached_tokens=0,
+                                       outputs=[SimpleNamespace(text=raw, token_ids=self.tok_encode(raw))]))
+        return out
+
+    def generate_until(self, requests, disable_tqdm=False):
+        self.sent.extend((r.args[0], dict(r.args[1])) for r in requests)
+        outs = self._model_generate([self.tok_encode(r.args[0]) for r in requests], generate=True,
+                                    sampling_params=[r.args[1] for r in requests])
+        return [o.outputs[0].text.split(self.think_end_token)[-1] for o in outs]
+
+
+def test_a_reasoning_models_forced_answer_takes_two_requests_the_second_forced_after_its_reasoning():
+    """docs/backends.md, "Reasoning models": the first request is unforced and lets the
+    model reason; the second continues the prompt and that reasoning with the visible
+    answer, forced to the whole length, the one-token marker held back with the end of
+    text. The answer is the second's, with the first's trace; an unforced request takes one."""
+    from lm_eval.api.instance import Instance
+
+    model = TwoStepVLLM()
+    lm = wrapper.DriftLM(model, {"t"}, chat=False)
+    doc = {"system_prompt": "Answer in French."}
+    forced = dict(FORCED, max_gen_toks=20, min_new_tokens=8)
+    requests = [Instance("generate_until", doc, ("Answer in French. Tell me.", forced), 0, task_name="t"),
+                Instance("generate_until", doc, ("Answer in French. Plain?", forced), 1, task_name="t"),
+                Instance("generate_until", doc, ("Answer in French. Free.", dict(FORCED, min_new_tokens=0)), 2,
+                         task_name="t")]
+    answers = lm.generate_drift(requests, model)
+    # the unforced request went once, as it came; the forced ones twice
+    assert [p for p, _ in model.sent] == ["Answer in French. Free.", "Answer in French. Tell me.",
+                                          "Answer in French. Plain?", "Answer in French. Tell me.why|",
+                                          "Answer in French. Plain?"]
+    first, second = model.sent[1], model.sent[3]
+    assert "min_tokens" not in first[1] and "min_new_tokens" not in first[1] and first[1]["max_gen_toks"] == 20
+    assert (second[1]["min_tokens"], second[1]["max_gen_toks"], second[1]["stop_token_ids"]) == (8, 8, [ord("|")])
+    reasoned, plain, free = answers
+    assert str(reasoned) == "é" * 8 and reasoned.meta == {
+        "tokens": 8, "prompt_tokens": len("Answer in French. Tell me.why|"), "cached_prompt_tokens": 0,
+        "forced_length": True, "instruction_placement": "plain", "trace": "why", "trace_tokens": 4,
+        "trace_raw": "why|", "trace_ended": True}
+    # no reasoning: the second request is the plain forced one, and the answer has no trace
+    assert str(plain) == "é" * 8 and plain.meta["forced_length"] is True and "trace" not in plain.meta
+    assert str(free) == "short" and "forced_length" not in free.meta and "trace_ended" not in free.meta
+    assert Answer.from_json(reasoned.to_json()).meta == reasoned.meta
+
+
+def test_a_reasoning_that_never_ends_is_the_whole_generation_with_the_marker_added():
+    model = SimpleNamespace(think_end_token="</think>", tokenizer=SimpleNamespace(
+        encode=lambda text, add_special_tokens=False: text.split(), decode=lambda ids: " ".join(ids)))
+    opened = b.unfinished_reasoning(model, "assistant:\n<think>\n", "still weighing it up")
+    assert opened == {"trace_raw": "still weighing it up\n</think>", "trace": "still weighing it up",
+                      "trace_tokens": 4}
+    assert b.unfinished_reasoning(model, "assistant:\n", "<think> a plan")["trace"] == "a plan"
+    # not opened, or ended: no reasoning left unfinished
+    assert b.unfinished_reasoning(model, "assistant:\n", "Bonjour") == {}
+    assert b.unfinished_reasoning(model, "<think>", "done </think> Bonjour") == {}
+    assert b.reasoning_of(model, ["one", "two", "</think>", "Bonjour"]) == {
+        "trace_raw": "one two </think>", "trace": "one two", "trace_tokens": 3}
+
+
+def test_a_servers_reasoning_is_the_trace_and_its_count_comes_off_the_answers(api_models):
+    local, _ = api_models
+    parsed = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Bonjour à tous",
+                                                    "reasoning_content": " The user wants French. "}}],
+              "usage": {"completion_tokens": 30, "completion_tokens_details": {"reasoning_tokens": 26}}}
+    with wrapper._server_counts(local, b.backend_of(local)):
+        [text] = local.parse_generations(outputs=[parsed])
+    assert text == "Bonjour à tous" and text.meta == {"tokens": 4, "trace": "The user wants French.",
+                                                       "trace_tokens": 26}
+    usage = b.backend_of(local)
+    assert b.answer(local, usage, text, 4, "system").meta["forced_length"] is True
+    assert b.answer(local, usage, text, 30, "system").meta["forced_length"] is False  # the trace took the rest
+    # one count for trace and answer, and no tokenizer to count the answer: not called forced
+    del parsed["usage"]["completion_tokens_details"]
+    [text] = b.with_server_counts(["Bonjour à tous"], [parsed], local)
+    assert text.meta["tokens"] is None and text.meta["trace"] == "The user wants French."
+    assert b.answer(local, usage, text, 4, "system").meta["forced_length"] is False
+    # no reasoning parser on the server: lm-eval cut the content at think_end_token
+    model = SimpleNamespace(think_end_token="</think>", tokenizer=SimpleNamespace(
+        encode=lambda text, add_special_tokens=False: text.split()))
+    raw = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "<think>Plan it</think>Bonjour"}}],
+           "usage": {"completion_tokens": 12}}
+    [text] = b.with_server_counts(["Bonjour"], [raw], model)
+    assert text.meta == {"tokens": 1, "trace": "Plan it", "trace_raw": "<think>Plan it</think>"}
+
+
 def test_answers_record_forced_length_tokens_and_placement():
     usage = b.BACKENDS["LocalChatCompletion"]
     assert b.answer(None, usage, Answer("x", tokens=64), 64, "system").meta == {

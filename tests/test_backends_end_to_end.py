@@ -6,6 +6,8 @@ import pytest
 
 from helpers import LM_EVAL, last_line, model_with_template, results_of, run_lm_eval, samples_of
 
+from drift_eval.plugin.answers import Answer
+
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")]
 
 
@@ -105,30 +107,57 @@ def test_incompatible_pairs_stop_with_one_line_before_any_work(no_template_dir, 
     assert "Building contexts" not in r.stderr and "Running generate_until" not in r.stderr  # before any work
 
 
-def test_a_reasoning_models_answer_cut_short_by_its_trace_is_not_called_forced(smollm2_dir, tmp_path):
-    """lm-eval's ``think_end_token`` on ``hf``: lm-eval scores only what follows the last
-    end-of-reasoning marker, while the forced minimum held back trace and answer together.
-    The bundled model has no reasoning markers, so the comma stands in for one: each answer
-    is then the text after its last comma, and one that lost tokens to its "trace" must say
-    it was not forced to the length."""
+def test_a_reasoning_models_visible_answer_is_forced_and_its_trace_scored_beside_it(reasoning_dir, tmp_path):
+    """lm-eval's ``think_end_token`` and ``enable_thinking`` on ``hf`` and ``hf-drift``, with a
+    model whose tokenizer and chat template have reasoning markers (conftest
+    ``reasoning_dir``): each forced answer takes two requests (docs/backends.md), so the
+    visible answer itself runs to the length; the headline scores it alone, and the trace
+    is scored beside it, in single turns and in every turn of a conversation."""
+    runs = {}
+    for model in ("hf", "hf-drift"):
+        out = tmp_path / model
+        tasks = "drift_french_single,drift_french_multiturn" if model == "hf" else "drift_french_single"
+        r = run_lm_eval(["--model", model, "--model_args",
+                         f"pretrained={reasoning_dir},think_end_token=</think>,enable_thinking=True",
+                         "--tasks", tasks, "--apply_chat_template", "--limit", "2", "--gen_kwargs", "max_gen_toks=32",
+                         "--batch_size", "2", "--device", "cpu", "--output_path", out, "--log_samples"])
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs[model] = out
+        samples = samples_of(out, "drift_french_single")
+        for s in samples:
+            answer = s["resps"][0][0]
+            assert s["forced_length"] == 1.0 and abs(s["answer_tokens"] - 32) <= 1, (s["answer_tokens"], answer)
+            assert "</think>" not in answer and s["trace_tokens"] > 0, s
+            assert s["trace_kept"] in (0.0, 1.0) and s["trace_left"] in (0.0, 1.0)
+            assert s["drift_score"] == s["fully_french"]  # the visible answer alone
+        # one reasoning the model ended (at its first comma), one it never ended within the
+        # 32 tokens, which the plugin ended by writing the marker after it
+        assert sorted(s["trace_ended"] for s in samples) == [0.0, 1.0], [s["resps"] for s in samples]
+    by_doc = {s["doc_id"]: s["resps"] for s in samples_of(runs["hf"], "drift_french_single")}
+    assert {s["doc_id"]: s["resps"] for s in samples_of(runs["hf-drift"], "drift_french_single")} == by_doc
+    for s in samples_of(runs["hf"], "drift_french_multiturn"):
+        replies = [m for m in json.loads(s["resps"][0][0]) if m["role"] == "assistant"]
+        traced = [m for m in replies if "trace" in m]
+        assert traced and all(m["trace_tokens"] > 0 and "</think>" not in m["content"] for m in traced), replies
+        assert s["trace_kept"] in (0.0, 1.0) and s["trace_tokens"] > 0
+
+
+def test_the_history_gives_the_template_each_reply_as_the_model_wrote_it(smollm2_dir, reasoning_dir):
+    """A conversation's next prompt renders each earlier reply with its reasoning before it
+    (``conversations.for_template``): a template that strips reasoning (``reasoning_dir``'s,
+    like Qwen3's) renders the history as if there were none; one that keeps content as it
+    is (the bundled model's own) keeps it."""
     from transformers import AutoTokenizer
 
-    comma = AutoTokenizer.from_pretrained(smollm2_dir).convert_tokens_to_ids(",")
-    out = tmp_path / "out"
-    r = run_lm_eval(["--model", "hf", "--model_args", f"pretrained={smollm2_dir},think_end_token={comma}",
-                     "--tasks", "drift_french_single", "--apply_chat_template", "--limit", "2",
-                     "--gen_kwargs", "max_gen_toks=48", "--batch_size", "2", "--device", "cpu",
-                     "--output_path", out, "--log_samples"])
-    assert r.returncode == 0, r.stderr[-3000:]  # the check before the run counts the trace with the answer
-    samples = samples_of(out, "drift_french_single")
-    cut = [s for s in samples if s["answer_tokens"] < 40]
-    assert cut, [s["resps"] for s in samples]  # 48 tokens of prose hold a comma
-    for s in samples:
-        assert s["forced_length"] == (0.0 if s in cut else 1.0), (s["answer_tokens"], s["resps"])
-        if s in cut:  # the "trace" is scored on its own: its length, and whether it kept to French
-            assert s["trace_tokens"] > 0 and abs(s["trace_tokens"] + s["answer_tokens"] - 48) <= 2, s
-            assert s["trace_kept"] in (0.0, 1.0) and s["trace_left"] in (0.0, 1.0)
-        else:
-            assert s["trace_tokens"] is None and s["trace_kept"] is None
-    # the headline scores the visible answer only
-    assert all(s["drift_score"] == s["fully_french"] for s in samples)
+    from drift_eval.plugin.conversations import for_template
+
+    reply = Answer("Bonjour à vous.", trace="Plan it", trace_raw="Plan it</think>")
+    history = [{"role": "system", "content": "Answer in French."}, {"role": "user", "content": "Hello"},
+               {"role": "assistant", "content": reply}, {"role": "user", "content": "And now?"}]
+    plain = [dict(m, content=str(m["content"])) for m in history]
+    strips = AutoTokenizer.from_pretrained(reasoning_dir)
+    keeps = AutoTokenizer.from_pretrained(smollm2_dir)
+    render = lambda tok, messages: tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert render(strips, for_template(history)) == render(strips, plain)
+    assert "Plan it</think>Bonjour à vous." in render(keeps, for_template(history))
+    assert for_template(history)[:2] == history[:2] and history[2]["content"] is reply  # the caller's list unchanged

@@ -344,5 +344,43 @@ def test_a_reasoning_trace_is_scored_on_its_own_and_never_in_the_headline():
     # the headline reads the visible answer alone, whatever the trace did
     assert left["drift_score"] == kept["drift_score"] == utils.process_results(doc, [french])["drift_score"] == 1.0
     # no trace, or a trace whose text is not known: nothing to score
-    assert common.trace_record(french, "fr") == {"trace_tokens": None, "trace_kept": None, "trace_left": None}
+    assert common.trace_record(french, "fr") == {"trace_tokens": None, "trace_kept": None, "trace_left": None,
+                                                 "trace_ended": None}
     assert common.trace_record(Answer(french, trace_tokens=5), "fr")["trace_kept"] is None
+    # whether the model ended its reasoning itself, where the answer took two requests
+    assert left["trace_ended"] is None
+    cut = utils.process_results(doc, [Answer(french, tokens=60, trace_tokens=90, trace=english, trace_ended=False)])
+    assert cut["trace_ended"] == 0.0 and cut["drift_score"] == 1.0
+
+
+def test_a_conversations_traces_are_scored_turn_by_turn_and_never_in_the_headline():
+    """The logged conversation keeps each generated turn's trace beside its reply
+    (``plugin.conversations``): the conversation's trace is kept where every turn's is, and
+    left where some turn's left; the headline reads the replies alone."""
+    import json
+
+    from drift_eval.tasks.drift_french import utils
+
+    french = ("Je voudrais vous expliquer comment fonctionne la photosynthèse chez les plantes vertes. "
+              "Les feuilles captent la lumière du soleil et la transforment en énergie chimique.")
+    english = ("Let me think about how to explain photosynthesis to the user in a simple way. "
+               "The leaves capture sunlight and turn it into chemical energy for the plant.")
+    doc = {"system_prompt": "Answer only in French."}
+
+    def conversation(traces, ended=True):
+        messages = [{"role": "system", "content": doc["system_prompt"]}]
+        for t in traces:
+            messages.append({"role": "user", "content": "Parlez-moi des plantes."})
+            reply = {"role": "assistant", "content": french}
+            if t is not None:
+                reply.update(trace=t, trace_tokens=40, trace_ended=ended)
+            messages.append(reply)
+        return json.dumps(messages, ensure_ascii=False)
+
+    plain = utils.process_conversation(doc, [conversation([None] * 3)])
+    assert (plain["trace_kept"], plain["trace_left"], plain["trace_tokens"], plain["trace_ended"]) == (None,) * 4
+    kept = utils.process_conversation(doc, [conversation([french] * 3)])
+    assert (kept["trace_kept"], kept["trace_left"], kept["trace_tokens"], kept["trace_ended"]) == (1.0, 0.0, 40.0, 1.0)
+    left = utils.process_conversation(doc, [conversation([french, english, french], ended=False)])
+    assert (left["trace_kept"], left["trace_left"], left["trace_ended"]) == (0.0, 1.0, 0.0)
+    assert plain["drift_score"] == kept["drift_score"] == left["drift_score"] == 1.0

@@ -91,21 +91,26 @@ def test_vllm_answers_equal_the_hf_backends_in_float32(vllm_run, hf_run):
             assert s["resps"] == by_doc[s["doc_id"]], (task, s["doc_id"])
 
 
-def test_vllm_answers_cut_short_by_a_reasoning_trace_are_not_called_forced(smollm2_dir, tmp_path):
-    """lm-eval's ``think_end_token`` on vLLM (the full stop stands in for an end-of-reasoning
-    marker: the bundled model has none, and lm-eval's --model_args cannot hold a comma):
-    lm-eval scores the text after the last full stop, and vLLM's count of that visible
-    answer says whether it still reached the forced length."""
-    out = tmp_path / "out"
-    args = f"pretrained={smollm2_dir},dtype=float32,distributed_executor_backend=uni,max_model_len=4096,seed=0"
-    r = run_lm_eval(["--model", "vllm", "--model_args", f"{args},think_end_token=.", "--tasks", "drift_french_single",
-                     "--apply_chat_template", "--limit", "2", "--gen_kwargs", f"max_gen_toks={TOKENS}",
-                     "--batch_size", "4", "--output_path", out, "--log_samples"], env_extra=VLLM_ENV, timeout=900)
-    assert r.returncode == 0, r.stderr[-4000:]
-    samples = samples_of(out, "drift_french_single")
-    cut = [s for s in samples if s["answer_tokens"] < TOKENS]
-    assert cut, [s["resps"] for s in samples]
-    for s in samples:
-        assert s["forced_length"] == (0.0 if s in cut else 1.0), (s["answer_tokens"], s["resps"])
-        if s in cut:  # vLLM's counts: the trace and the visible answer make up the forced length
-            assert s["trace_tokens"] + s["answer_tokens"] == TOKENS and s["trace_kept"] in (0.0, 1.0), s
+def test_vllm_forces_a_reasoning_models_visible_answer_and_scores_its_trace_apart(reasoning_dir, tmp_path):
+    """lm-eval's ``think_end_token`` and ``enable_thinking`` on vLLM, with a model whose
+    tokenizer and chat template have reasoning markers (conftest ``reasoning_dir``): each
+    forced answer takes two requests (docs/backends.md), so vLLM's own count of the visible
+    answer is the whole length; the trace is scored apart; the answers equal the ``hf``
+    backend's in float32."""
+    marked = "think_end_token=</think>,enable_thinking=True"
+    runs = {}
+    for model, args, env in (
+            ("vllm", f"pretrained={reasoning_dir},dtype=float32,distributed_executor_backend=uni,max_model_len=4096,"
+                     f"seed=0,{marked}", VLLM_ENV),
+            ("hf", f"pretrained={reasoning_dir},dtype=float32,{marked}", None)):
+        out = tmp_path / model
+        r = run_lm_eval(["--model", model, "--model_args", args, "--tasks", "drift_french_single",
+                         "--apply_chat_template", "--limit", "2", "--gen_kwargs", f"max_gen_toks={TOKENS}",
+                         "--batch_size", "4", "--output_path", out, "--log_samples"], env_extra=env, timeout=900)
+        assert r.returncode == 0, r.stderr[-4000:]
+        runs[model] = samples_of(out, "drift_french_single")
+    for s in runs["vllm"]:
+        answer = s["resps"][0][0]
+        assert s["forced_length"] == 1.0 and s["answer_tokens"] == float(TOKENS), (s["answer_tokens"], answer)
+        assert s["trace_tokens"] > 0 and s["trace_kept"] in (0.0, 1.0) and "</think>" not in answer, s
+    assert {s["doc_id"]: s["resps"] for s in runs["vllm"]} == {s["doc_id"]: s["resps"] for s in runs["hf"]}

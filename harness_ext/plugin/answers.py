@@ -19,6 +19,11 @@ backend knows about it:
 * ``trace_tokens`` and ``trace``: a reasoning model's tokens before the end of its reasoning
   (lm-eval's ``think_end_token``), which ``tokens`` leaves out, and their text (the
   reasoning itself); absent elsewhere;
+* ``trace_raw`` and ``trace_ended``: that reasoning exactly as generated, through its end
+  marker (what the visible answer's own request continues from, and what a conversation's
+  next prompt gives the chat template with the reply), and whether the model ended it
+  itself (false: it ran out of tokens and the marker was added after it); see
+  ``drift_eval.plugin.backends.reasoning_of``;
 * ``instruction_placement``: where the task's system prompt sat in the prompt: ``system``
   (the system turn), ``user`` (the top of the first user message, for a chat template
   without a system role) or ``plain`` (a prompt rendered without a chat template); see
@@ -30,7 +35,7 @@ rebuild with ``from_json`` (JSON only: nothing is unpickled).
 from __future__ import annotations
 
 FIELDS = ("tokens", "forced_length", "natural_end", "natural_end_chars", "prompt_tokens", "cached_prompt_tokens",
-          "trace_tokens", "trace", "instruction_placement")
+          "trace_tokens", "trace", "trace_raw", "trace_ended", "instruction_placement")
 COUNTS = ("tokens", "natural_end", "natural_end_chars", "prompt_tokens", "cached_prompt_tokens", "trace_tokens")
 PLACEMENTS = ("system", "user", "plain")
 
@@ -61,10 +66,12 @@ class Answer(str):
         for k in COUNTS:
             if meta.get(k) is not None and (isinstance(meta[k], bool) or not isinstance(meta[k], int)):
                 raise ValueError(f"answer field {k} must be an integer or null")
-        if "forced_length" in meta and not isinstance(meta["forced_length"], bool):
-            raise ValueError("answer field forced_length must be true or false")
-        if "trace" in meta and not isinstance(meta["trace"], str):
-            raise ValueError("answer field trace must be text")
+        for k in ("forced_length", "trace_ended"):
+            if k in meta and not isinstance(meta[k], bool):
+                raise ValueError(f"answer field {k} must be true or false")
+        for k in ("trace", "trace_raw"):
+            if k in meta and not isinstance(meta[k], str):
+                raise ValueError(f"answer field {k} must be text")
         if "instruction_placement" in meta and meta["instruction_placement"] not in PLACEMENTS:
             raise ValueError(f"answer field instruction_placement must be one of {', '.join(PLACEMENTS)}")
         return cls(obj["text"], **meta)

@@ -162,7 +162,8 @@ def answer(lm, backend: Backend, out, asked: int, where: str | None) -> Answer:
         short = backend.reports_usage and isinstance(measured, int) and measured < asked
         # a reasoning model's minimum held back its trace and answer together: the visible
         # answer alone fell short of the length
-        short = short or (bool(meta.get("trace_tokens")) and isinstance(meta["tokens"], int) and meta["tokens"] < asked)
+        traced = bool(meta.get("trace_tokens") or meta.get("trace"))
+        short = short or (traced and not (isinstance(meta["tokens"], int) and meta["tokens"] >= asked))
         meta["forced_length"] = backend.length_kwarg is not None and not short
     if where is not None:
         meta.setdefault("instruction_placement", where)
@@ -213,18 +214,24 @@ class EngineOutputs:
                 and callable(getattr(type(model), "_model_generate", None)) and "generate_until" not in vars(model))
 
     @classmethod
-    def generate(cls, model, requests, **kwargs) -> list:
+    def generate(cls, model, requests, reasoning: bool = False, **kwargs) -> list:
         """``model.generate_until(requests)``, each text as an ``Answer`` with what the engine
         reported, paired with its request by the prompt (a text it cannot pair, for a prompt
         that lm-eval truncated, is returned as it is): on vLLM its own counts; with
-        ``think_end_token``, the trace (on ``hf`` the visible answer's count is made from its
-        text, as for any ``hf`` answer)."""
+        ``think_end_token``, the trace that lm-eval cut off the answer (on ``hf`` the visible
+        answer's count is made from its text, as for any ``hf`` answer); with ``reasoning``
+        (the first of a forced reasoning answer's two requests), that reasoning as generated
+        instead (``reasoning_of``)."""
         observer = cls(model)
         texts = type(model).generate_until(observer, requests, **kwargs)
+        return cls._pair(model, requests, texts, observer._outputs, reasoning)
+
+    @staticmethod
+    def _pair(model, requests, texts, outputs, reasoning: bool) -> list:
         hf = backend_of(model).model == "hf"
         marker = reasoning_marker(model)
         by_prompt: dict = {}
-        for key, ids, output in observer._outputs:
+        for key, ids, output in outputs:
             by_prompt.setdefault(key, []).append((ids, output))
         out = []
         for request, text in zip(requests, texts):
@@ -233,8 +240,12 @@ class EngineOutputs:
                 out.append(text)
                 continue
             ids, output = found.pop(0)
-            visible, trace, trace_text = _visible(model, ids, text, marker)
-            meta = {}
+            if reasoning:  # the reasoning as generated, for the visible answer's own request
+                visible, trace, trace_text, raw = len(ids), 0, None, None
+                meta = reasoning_of(model, ids)
+            else:
+                visible, trace, trace_text, raw = _visible(model, ids, text, marker)
+                meta = {}
             if output is not None:  # vLLM's own counts
                 meta.update(tokens=visible, prompt_tokens=len(output.prompt_token_ids))
                 cached = getattr(output, "num_cached_tokens", None)
@@ -243,13 +254,14 @@ class EngineOutputs:
             if trace:
                 meta["trace_tokens"] = trace
                 if trace_text is not None:
-                    meta["trace"] = trace_text
+                    meta.update(trace=trace_text, trace_raw=raw)
             out.append(Answer(text, **meta) if meta else text)
         return out
 
 
-def _visible(model, ids: list, text: str, marker: list) -> tuple[int, int, str | None]:
-    """(the visible answer's tokens, the trace's tokens, the trace's text) among the
+def _visible(model, ids: list, text: str, marker: list) -> tuple[int, int, str | None, str | None]:
+    """(the visible answer's tokens, the trace's tokens, the trace's text, the trace as
+    generated with its end marker) among the
     generated ``ids`` whose visible part lm-eval returned as ``text``. Where the marker's ids
     are not found although lm-eval cut the text at it (the model wrote the marker string
     inside other tokens), the answer is counted from its text and the trace is the rest;
@@ -259,14 +271,16 @@ def _visible(model, ids: list, text: str, marker: list) -> tuple[int, int, str |
     split = _after_reasoning(ids, marker, decode, text)
     if split is not None:
         trace = decode(ids[:split - len(marker)]) if split and callable(decode) else None
-        return len(ids) - split, split, _trace_text(model, trace)
+        raw = decode(ids[:split]) if split and callable(decode) else None
+        return len(ids) - split, split, _trace_text(model, trace), raw
     end = getattr(model, "think_end_token", None)
     raw = decode(ids) if callable(decode) else ""
     if not (isinstance(end, str) and end in raw):
-        return len(ids), 0, None
+        return len(ids), 0, None, None
     visible = count_tokens(model, text)
     visible = len(ids) if visible is None else min(visible, len(ids))
-    return visible, max(1, len(ids) - visible), _trace_text(model, raw.rsplit(end, 1)[0])
+    before = raw.rsplit(end, 1)[0]
+    return visible, max(1, len(ids) - visible), _trace_text(model, before), before + end
 
 
 def _trace_text(model, trace: str | None) -> str | None:
@@ -280,6 +294,60 @@ def _trace_text(model, trace: str | None) -> str | None:
         trace = trace.lstrip()
         trace = trace[len(opening):] if trace.startswith(opening) else trace
     return trace.strip()
+
+
+def marker_text(model) -> str | None:
+    """lm-eval's ``think_end_token`` of ``model`` as text (a token id decoded), or None."""
+    end = getattr(model, "think_end_token", None)
+    if isinstance(end, str) and end:
+        return end
+    decode = getattr(getattr(model, "tokenizer", None), "decode", None)
+    if isinstance(end, int) and not isinstance(end, bool) and callable(decode):
+        return decode([end])
+    return None
+
+
+def reasoning_of(model, ids: list) -> dict:
+    """The reasoning of a generation ``ids``: what lm-eval leaves out of the answer, up to
+    and with the last end-of-reasoning marker, as answer fields (``answers.Answer``):
+    ``trace_raw`` (the generated tokens decoded: what the visible answer's own request
+    continues from, and what a conversation's next prompt gives the chat template), ``trace`` and
+    ``trace_tokens``. Empty where there is none (no marker asked, or none written)."""
+    marker = reasoning_marker(model)
+    decode = getattr(getattr(model, "tokenizer", None), "decode", None)
+    end = marker_text(model)
+    if not marker or not callable(decode) or not end:
+        return {}
+    n = len(marker)
+    for start in range(len(ids) - n, -1, -1):
+        if ids[start:start + n] == marker:
+            return _trace_fields(model, decode(ids[:start + n]), end, start + n)
+    text = decode(ids)
+    if end in text:  # the marker written inside other tokens
+        raw = text[:text.rindex(end) + len(end)]
+        return _trace_fields(model, raw, end, count_tokens(model, raw))
+    return {}
+
+
+def unfinished_reasoning(model, prompt: str, text: str) -> dict:
+    """The answer fields of a reasoning that never ended: the model opened it (the end
+    marker's opening tag, ``<think>``, ends the prompt or starts the generation ``text``)
+    and wrote no end marker within the tokens allowed. The whole generation is then the
+    trace, with the marker added after it (``trace_raw``). Empty otherwise."""
+    end = marker_text(model)
+    if not end or not end.startswith("</") or end in text:
+        return {}
+    opening = "<" + end[2:]
+    if not (prompt.rstrip().endswith(opening) or text.lstrip().startswith(opening)):
+        return {}
+    return _trace_fields(model, f"{text.rstrip()}\n{end}", end, count_tokens(model, text))
+
+
+def _trace_fields(model, raw: str, end: str, tokens) -> dict:
+    fields = {"trace_raw": raw, "trace": _trace_text(model, raw[:-len(end)])}
+    if isinstance(tokens, int):
+        fields["trace_tokens"] = tokens
+    return fields
 
 
 def reasoning_marker(model) -> list[int]:
@@ -316,9 +384,10 @@ def _after_reasoning(ids: list, marker: list, decode, text: str) -> int | None:
     return None
 
 
-def with_server_counts(texts: list, responses) -> list:
+def with_server_counts(texts: list, responses, model=None) -> list:
     """Chat-completion responses (one choice each): each parsed text as an ``Answer`` with
-    the server's ``usage.completion_tokens`` (texts it cannot pair are returned as they are)."""
+    the server's ``usage.completion_tokens`` (texts it cannot pair are returned as they
+    are), and a reasoning model's trace (``server_reasoning``)."""
     responses = responses if isinstance(responses, list) else [responses]
     if len(responses) != len(texts):
         return texts
@@ -326,9 +395,50 @@ def with_server_counts(texts: list, responses) -> list:
     for text, resp in zip(texts, responses):
         usage = resp.get("usage") if isinstance(resp, dict) else None
         n = usage.get("completion_tokens") if isinstance(usage, dict) else None
-        ok = isinstance(n, int) and not isinstance(n, bool) and len(resp.get("choices") or []) == 1
-        out.append(Answer(text, tokens=n) if ok and isinstance(text, str) else text)
+        ok = _count(n) and len(resp.get("choices") or []) == 1
+        if not (ok and isinstance(text, str)):
+            out.append(text)
+            continue
+        meta = {"tokens": n, **server_reasoning(model, resp, text)}
+        if "trace_tokens" in meta:  # the server counted the reasoning apart: the rest is the answer
+            meta["tokens"] = n - meta["trace_tokens"]
+        elif "trace" in meta:  # one count for both: the visible answer's is made from its text
+            meta["tokens"] = count_tokens(model, text) if model is not None else None
+        out.append(Answer(text, **meta))
     return out
+
+
+def server_reasoning(model, resp: dict, text: str) -> dict:
+    """A reasoning model's trace in a chat-completion response, as answer fields: the
+    message's ``reasoning_content`` (or ``reasoning``: a server run with a reasoning parser,
+    such as vLLM's and SGLang's ``--reasoning-parser``), with the server's
+    ``usage.completion_tokens_details.reasoning_tokens`` where it gives them; else, where
+    lm-eval cut the content at ``think_end_token``, the text before it (``trace_raw`` with
+    the marker, for the next turn's history). Empty without a trace."""
+    try:
+        message = resp["choices"][0]["message"]
+    except (KeyError, IndexError, TypeError):
+        return {}
+    if not isinstance(message, dict):
+        return {}
+    fields: dict = {}
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    content = message.get("content")
+    end = marker_text(model) if model is not None else None
+    if isinstance(reasoning, str) and reasoning.strip():
+        fields["trace"] = reasoning.strip()
+        details = (resp.get("usage") or {}).get("completion_tokens_details")
+        n = details.get("reasoning_tokens") if isinstance(details, dict) else None
+        if _count(n) and n > 0:
+            fields["trace_tokens"] = n
+    elif end and isinstance(content, str) and end in content:
+        before = content.rsplit(end, 1)[0]
+        fields.update(trace=_trace_text(model, before), trace_raw=before + end)
+    return fields
+
+
+def _count(n) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 0
 
 
 def fill_gathered_metrics(gathered, tasks=None):

@@ -50,7 +50,27 @@ def run_conversations(drift_lm, requests, progress=None) -> list[list[dict]]:
                  f"of {len(specs)} conversations came from the engine's prefix cache")
     for i, at in re_encoded:  # after every turn is rendered: the template never sees the mark
         histories[i][at]["cache_reused"] = False
+    for history in histories:  # a reasoning model's trace of each turn, beside its reply
+        for m in history:
+            meta = meta_of(m["content"]) if m["role"] == "assistant" else {}
+            m.update({k: meta[k] for k in TRACE_FIELDS if k in meta})
     return histories
+
+
+#: what the logged conversation keeps of each turn's reasoning (``answers.Answer``)
+TRACE_FIELDS = ("trace", "trace_tokens", "trace_ended")
+
+
+def for_template(history: list[dict]) -> list[dict]:
+    """The messages the chat template renders the next turn from: each generated reply as
+    the model wrote it, its reasoning (``trace_raw``, through the end marker) before the
+    visible answer, so that the template keeps or strips the reasoning as it does for the
+    model's own conversations."""
+    out = []
+    for m in history:
+        raw = meta_of(m["content"]).get("trace_raw") if m["role"] == "assistant" else None
+        out.append({**m, "content": raw + str(m["content"])} if raw else m)
+    return out
 
 
 def _turns(drift_lm, specs, gen_kwargs, store, progress):
@@ -71,7 +91,7 @@ def _turns(drift_lm, specs, gen_kwargs, store, progress):
                 histories[i].append({"role": "assistant", "content": spec.scripted_replies[turn - 1]})
                 continue
             try:
-                ctx = drift_lm.render(histories[i], add_generation_prompt=True)
+                ctx = drift_lm.render(for_template(histories[i]), add_generation_prompt=True)
             except Exception as exc:
                 raise DriftUsageError(f"conversation tasks need a model with a chat template ({exc})") from None
             batch.append(Instance("generate_until", {"system_prompt": spec.system_prompt}, (ctx, gen_kwargs[i]), i))

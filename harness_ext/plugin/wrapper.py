@@ -37,7 +37,7 @@ import weakref
 from drift_eval import inert
 from drift_eval.errors import DriftUsageError
 from drift_eval.plugin import backends, chat, servers
-from drift_eval.plugin.answers import meta_of
+from drift_eval.plugin.answers import Answer, meta_of
 from drift_eval.plugin.chat import InstructionKeeping, probe
 from drift_eval.plugin.request_types import CONVERSATION, TYPES
 from drift_eval.settings import CONVERSATION_CACHE_MB, conversation_cache_setting
@@ -138,17 +138,79 @@ class DriftLM:
         length under the backend's kwarg, the instruction checked in every prompt, the
         answers with their metadata."""
         target = self.lm if target is None else target
+        if self._reasons_first(target, args):
+            return self._reasoned(requests, target, **kwargs)
         sent, plan = self._prepared(requests)
-        if target is self.model and not args and backends.EngineOutputs.observes(self.model):
-            outputs = backends.EngineOutputs.generate(self.model, sent, **kwargs)  # with vLLM's counts
-        else:
-            with _server_counts(self.model, self.backend):
-                outputs = target.generate_until(sent, *args, **kwargs)
-        return self._answers(outputs, plan)
+        return self._answers(self._generate(target, sent, *args, **kwargs), plan)
 
-    def _prepared(self, requests) -> tuple[list, list]:
+    def _generate(self, target, sent, *args, reasoning: bool = False, **kwargs) -> list:
+        if target is self.model and not args and backends.EngineOutputs.observes(self.model):
+            # with vLLM's counts, and a reasoning model's trace
+            return backends.EngineOutputs.generate(self.model, sent, reasoning=reasoning, **kwargs)
+        with _server_counts(self.model, self.backend):
+            return target.generate_until(sent, *args, **kwargs)
+
+    # ------------------------------------------------------------------ reasoning models
+    def _reasons_first(self, target, args) -> bool:
+        """Whether a forced answer of this model takes two requests (``_reasoned``): a
+        reasoning model (lm-eval's ``think_end_token``) whose generated tokens the plugin
+        sees: ``hf-drift`` (its own answers say where the reasoning ended), and lm-eval's
+        ``hf`` and ``vllm`` models served directly (``backends.EngineOutputs``)."""
+        if not backends.reasoning_marker(self.model) or args:
+            return False
+        if self.backend.model == "hf-drift":
+            return True
+        return (self.backend.model in ("hf", "vllm") and target is self.model
+                and backends.EngineOutputs.observes(self.model))
+
+    def _reasoned(self, requests, target, **kwargs) -> list:
+        """A reasoning model's answers, the forced ones in two requests (docs/backends.md,
+        "Reasoning models"): the first, unforced, lets the model reason, and keeps what
+        lm-eval leaves out of its answer, through the last end marker
+        (``backends.reasoning_of``), or, where the model opened a reasoning and never ended
+        it, all of it with the marker added (``trace_ended`` false); the second continues
+        the prompt and that reasoning with the visible answer, forced to the length asked,
+        with a one-token marker held back as the end of text is. The answer is the
+        second's, with the first's trace."""
+        forced = [i for i, r in enumerate(requests) if _asks_length(r)]
+        out = [None] * len(requests)
+        rest = [i for i in range(len(requests)) if i not in set(forced)]
+        if rest:
+            sent, plan = self._prepared([requests[i] for i in rest])
+            for i, a in zip(rest, self._answers(self._generate(target, sent, **kwargs), plan)):
+                out[i] = a
+        if not forced:
+            return out
+        first = [_with_args(requests[i], (requests[i].args[0], _unforced(requests[i].args[1]), *requests[i].args[2:]))
+                 for i in forced]
+        sent, _ = self._prepared(first)
+        thought = []
+        for r, a in zip(sent, self._generate(target, sent, reasoning=True, **kwargs)):
+            m = {k: v for k, v in meta_of(a).items() if k in ("trace", "trace_tokens", "trace_raw")}
+            if m:
+                m["trace_ended"] = True
+            else:  # no end marker: a reasoning the model opened and never ended, or none
+                m = backends.unfinished_reasoning(self.model, r.args[0], str(a or ""))
+                m.update({"trace_ended": False} if m else {})
+            thought.append(m)
+        second = []
+        for i, m in zip(forced, thought):
+            r = requests[i]
+            gen = dict(r.args[1])
+            gen["max_gen_toks"] = min(int(gen.get("max_gen_toks") or gen[backends.FORCE_KWARG]),
+                                      int(gen[backends.FORCE_KWARG]))
+            second.append(_with_args(r, (r.args[0] + (m.get("trace_raw") or ""), gen, *r.args[2:])))
+        marker = backends.reasoning_marker(self.model)
+        sent, plan = self._prepared(second, also_held=marker if len(marker) == 1 else ())
+        answers = self._answers(self._generate(target, sent, **kwargs), plan)
+        for i, a, m in zip(forced, answers, thought):
+            out[i] = a if a is None or not m else Answer(str(a), **{**meta_of(a), **m})
+        return out
+
+    def _prepared(self, requests, also_held=()) -> tuple[list, list]:
         """(the requests as the backend takes them, (forced length asked, instruction
-        placement) per request)."""
+        placement) per request); ``also_held``: token ids a forced length holds back with
+        the model's end-of-turn tokens."""
         sent, plan = [], []
         for r in requests:
             context, gen = r.args[0], r.args[1]
@@ -163,7 +225,7 @@ class DriftLM:
                         f"system prompt (its chat template dropped it), so the model would never see the instruction")
             asked = 0
             if isinstance(gen, dict) and backends.FORCE_KWARG in gen:
-                ends = self.end_ids if int(gen.get(backends.FORCE_KWARG) or 0) > 0 else ()
+                ends = [*self.end_ids, *also_held] if int(gen.get(backends.FORCE_KWARG) or 0) > 0 else ()
                 gen, asked = backends.backend_kwargs(gen, self.backend, ends)
                 r = _with_args(r, (context, gen, *r.args[2:]))
             sent.append(r)
@@ -272,6 +334,15 @@ class DriftLM:
         return backends.fill_gathered_metrics(self.lm.gather_object(obj, *args, **kwargs), self.drift_tasks)
 
 
+def _asks_length(request) -> bool:
+    gen = request.args[1] if len(request.args) > 1 else None
+    return isinstance(gen, dict) and int(gen.get(backends.FORCE_KWARG) or 0) > 0
+
+
+def _unforced(gen: dict) -> dict:
+    return {k: v for k, v in gen.items() if k != backends.FORCE_KWARG}
+
+
 class _server_counts:
     """For the duration of one drift call on a chat-completions server model, its
     ``parse_generations`` returns each text with the server's token count
@@ -285,10 +356,10 @@ class _server_counts:
 
     def __enter__(self):
         if self.model is not None:
-            original = self.model.parse_generations
+            model, original = self.model, self.model.parse_generations
 
             def parse_generations(outputs, *args, **kwargs):
-                return backends.with_server_counts(original(outputs, *args, **kwargs), outputs)
+                return backends.with_server_counts(original(outputs, *args, **kwargs), outputs, model)
 
             vars(self.model)["parse_generations"] = parse_generations
         return self

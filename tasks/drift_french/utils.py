@@ -15,8 +15,8 @@ from drift_eval.plugin.answers import meta_of
 from drift_eval.settings import int_option
 # the shared task classes and aggregations, by the names the YAML files give them
 from drift_eval.tasks.common import (ConversationTask, ForcedLengthTask, answer_record,  # noqa: F401
-                                     conversation_placement, defined_mean, headline, left_languages, placements,
-                                     share_lower, share_upper, time_interval, trace_record)
+                                     conversation_placement, conversation_trace_record, defined_mean, headline,
+                                     left_languages, placements, share_lower, share_upper, time_interval, trace_record)
 from drift_eval.tasks.drift_french.data import CONFLICT_REQUEST, read_conversations, read_requests, system_prompt
 
 
@@ -76,6 +76,7 @@ def process_conversation(doc, results):
     headline(scores, scores["all_turns_french"])
     time_interval(scores)
     scores["instruction_placement"] = conversation_placement(results[0])
+    scores.update(conversation_trace_record(results[0], "fr"))
     return scores
 
 

@@ -18,8 +18,8 @@ from drift_eval.plugin.answers import meta_of
 from drift_eval.settings import int_option
 from drift_eval.tasks import common
 # the shared aggregations, by the names the YAML files give them
-from drift_eval.tasks.common import (answer_record, conversation_placement, defined_mean, headline,  # noqa: F401
-                                     left_languages, placements, share_lower, share_upper,
+from drift_eval.tasks.common import (answer_record, conversation_placement, conversation_trace_record,  # noqa: F401
+                                     defined_mean, headline, left_languages, placements, share_lower, share_upper,
                                      time_interval, trace_record)
 from drift_eval.tasks.drift_languages.data import check_target, read_conversations, read_requests, system_prompt
 
@@ -77,6 +77,7 @@ def process_conversation(doc, results):
     headline(scores, scores["all_turns_target"])
     time_interval(scores)
     scores["instruction_placement"] = conversation_placement(results[0])
+    scores.update(conversation_trace_record(results[0], doc["target_language"]))
     return scores
 
 
