@@ -363,6 +363,63 @@ def test_a_servers_reasoning_is_the_trace_and_its_count_comes_off_the_answers(ap
     assert text.meta == {"tokens": 1, "trace": "Plan it", "trace_raw": "<think>Plan it</think>"}
 
 
+class SGLangLM:
+    """lm-eval's ``sglang`` model in outline: it encodes each prompt, sends the token ids
+    longest first to ``_model_generate`` as ``requests=`` (SGLang's offline engine returns a
+    dict per prompt: its text, ``output_ids`` where it gives them, and ``meta_info`` with
+    its counts) and hands back text only, cut after ``think_end_token``."""
+
+    think_end_token = None
+
+    def __init__(self, with_ids=True):
+        self.cache_hook, self.with_ids = None, with_ids
+        self.tokenizer = SimpleNamespace(encode=lambda text, add_special_tokens=False: self.tok_encode(text),
+                                         decode=lambda ids: "".join(map(chr, ids)))
+
+    def tok_encode(self, text):
+        return [ord(c) for c in text]
+
+    def _model_generate(self, requests=None, generate=False, sampling_params=None):
+        out = []
+        for ids in requests:
+            text = "why|" + "é" * len(ids) if self.think_end_token else "é" * len(ids)
+            o = {"text": text, "meta_info": {"completion_tokens": len(text) + 1, "cached_tokens": 1,
+                                             "prompt_tokens": len(ids)}}
+            if self.with_ids:
+                o["output_ids"] = self.tok_encode(text) + [0]  # and the end of text, which the text leaves out
+            out.append(o)
+        return out
+
+    def generate_until(self, requests, disable_tqdm=False):
+        order = sorted(range(len(requests)), key=lambda i: -len(requests[i].args[0]))
+        outs = self._model_generate(requests=[self.tok_encode(requests[i].args[0]) for i in order], generate=True,
+                                    sampling_params=[{} for _ in order])
+        texts = [None] * len(requests)
+        for i, o in zip(order, outs):
+            texts[i] = o["text"].split(self.think_end_token)[-1] if self.think_end_token else o["text"]
+        return texts
+
+
+def test_sglang_answers_carry_the_engines_own_counts_paired_by_prompt():
+    from lm_eval.api.instance import Instance
+
+    requests = [Instance("generate_until", {}, (ctx, {}), i) for i, ctx in enumerate(["ab", "abcd"])]
+    for with_ids in (True, False):
+        model = SGLangLM(with_ids)
+        assert b.EngineOutputs.observes(model) and b.backend_of(model).reports_usage
+        answers = b.EngineOutputs.generate(model, requests, disable_tqdm=True)
+        assert [str(a) for a in answers] == ["éé", "éééé"]
+        # SGLang's count, with the end of text: one more than a count of the text would say
+        assert [a.meta for a in answers] == [{"tokens": 3, "prompt_tokens": 2, "cached_prompt_tokens": 1},
+                                             {"tokens": 5, "prompt_tokens": 4, "cached_prompt_tokens": 1}]
+    # a reasoning model: the trace is cut from the engine's token ids, and the answer counted apart
+    model = SGLangLM()
+    model.think_end_token = "|"
+    [answer, _] = b.EngineOutputs.generate(model, requests, disable_tqdm=True)
+    assert answer.meta["trace"] == "why" and answer.meta["trace_tokens"] == 4 and answer.meta["tokens"] == 3
+    assert b.answer(model, b.backend_of(model), answer, 5, "system").meta["forced_length"] is False
+
+
 def test_answers_record_forced_length_tokens_and_placement():
     usage = b.BACKENDS["LocalChatCompletion"]
     assert b.answer(None, usage, Answer("x", tokens=64), 64, "system").meta == {

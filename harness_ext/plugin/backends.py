@@ -58,7 +58,7 @@ BACKENDS = {
     "HFDriftLM": Backend("hf-drift", "min_new_tokens", end_kwarg="eos_token_id"),
     "HFLM": Backend("hf", "min_new_tokens", end_kwarg="eos_token_id"),
     "VLLM": Backend("vllm", "min_tokens", reports_usage=True, end_kwarg="stop_token_ids"),
-    "SGLangLM": Backend("sglang", "min_new_tokens", end_kwarg="stop_token_ids"),
+    "SGLangLM": Backend("sglang", "min_new_tokens", reports_usage=True, end_kwarg="stop_token_ids"),
     "OpenAIChatCompletion": Backend("openai-chat-completions", None, chat_api=True, reports_usage=True),
     "OpenAICompletionsAPI": Backend("openai-completions", None),
     "LocalChatCompletion": Backend("local-chat-completions", "min_tokens", chat_api=True, reports_usage=True,
@@ -200,17 +200,21 @@ class EngineOutputs:
             width = context.shape[1]
             rows = zip(self._batches[-1], outputs)
             self._outputs.extend((prompt, row[width:].tolist(), None) for prompt, row in rows)
+        elif outputs and isinstance(outputs[0], dict):  # SGLang: a dict per prompt, in the order of the prompts
+            prompts = kwargs["requests"] if "requests" in kwargs else args[0]
+            self._outputs.extend((tuple(ids), list(o.get("output_ids") or ()), _SGLangOutput(ids, o))
+                                 for ids, o in zip(prompts, outputs))
         else:  # vLLM: a RequestOutput per prompt, known by the prompt's token ids
             self._outputs.extend((tuple(o.prompt_token_ids or ()), list(o.outputs[0].token_ids), o) for o in outputs)
         return outputs
 
     @classmethod
     def observes(cls, model) -> bool:
-        """Whether ``generate`` can observe ``model``: lm-eval's vLLM model, or its ``hf``
-        model run with ``think_end_token`` (or a subclass of either), whose
+        """Whether ``generate`` can observe ``model``: lm-eval's vLLM and SGLang models, or
+        its ``hf`` model run with ``think_end_token`` (or a subclass of any), whose
         ``generate_until`` is its class's own (a sweep's answer cache may stand in)."""
         name = backend_of(model).model
-        return ((name == "vllm" or (name == "hf" and reasoning_marker(model)))
+        return ((name in ("vllm", "sglang") or (name == "hf" and reasoning_marker(model)))
                 and callable(getattr(type(model), "_model_generate", None)) and "generate_until" not in vars(model))
 
     @classmethod
@@ -246,7 +250,10 @@ class EngineOutputs:
             else:
                 visible, trace, trace_text, raw = _visible(model, ids, text, marker)
                 meta = {}
-            if output is not None:  # vLLM's own counts
+            if output is not None:  # the engine's own counts (vLLM, SGLang)
+                generated = getattr(output, "completion_tokens", None)
+                if generated is not None and not ids:  # SGLang without the token ids: its count, where no trace is cut
+                    visible = generated if not marker else count_tokens(model, text)
                 meta.update(tokens=visible, prompt_tokens=len(output.prompt_token_ids))
                 cached = getattr(output, "num_cached_tokens", None)
                 if isinstance(cached, int):
@@ -257,6 +264,19 @@ class EngineOutputs:
                     meta.update(trace=trace_text, trace_raw=raw)
             out.append(Answer(text, **meta) if meta else text)
         return out
+
+
+class _SGLangOutput:
+    """What SGLang's offline engine returned for one prompt (``{"text", "output_ids",
+    "meta_info"}``), read as vLLM's ``RequestOutput`` is: the prompt's token ids, the
+    generated tokens it counted (``meta_info.completion_tokens``) and those of the prompt
+    its radix cache served (``meta_info.cached_tokens``)."""
+
+    def __init__(self, prompt_ids, output: dict):
+        info = output.get("meta_info") if isinstance(output.get("meta_info"), dict) else {}
+        self.prompt_token_ids = list(prompt_ids)
+        self.completion_tokens = info.get("completion_tokens") if _count(info.get("completion_tokens")) else None
+        self.num_cached_tokens = info.get("cached_tokens") if _count(info.get("cached_tokens")) else None
 
 
 def _visible(model, ids: list, text: str, marker: list) -> tuple[int, int, str | None, str | None]:
