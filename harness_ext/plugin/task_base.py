@@ -65,6 +65,15 @@ class YamlTask(ConfigurableTask):
             kwargs.update(limit=1, samples=None, cache_requests=False, rewrite_requests_cache=False)
             super().build_all_requests(rank=0, world_size=1, **kwargs)
 
+    def process_results(self, doc, results):
+        """lm-eval's, or, for an answer the model wrapper handed to the scoring processes
+        while the run went on, their result: the same function on the same document and
+        answer (``drift_eval.plugin.scoring``)."""
+        from drift_eval.plugin.scoring import POOL
+
+        taken = POOL.take(self.config.task, results)
+        return taken if taken is not None else super().process_results(doc, results)
+
     def request(self, doc, request_type, argument, gen_kwargs=None, **kwargs):
         """One request of the drift ``request_type`` (a ``drift_eval.plugin.request_types``
         record) for ``doc``: ``arguments`` are ``argument`` (a JSON-able value is sent as JSON

@@ -17,6 +17,8 @@ user's model, in the manner of lm-eval's ``CachingLM``. The wrapper
 * carries each conversation's keys and values between turns on lm-eval's own ``hf``
   model when the run's ``--metadata`` asks for it (``conversation_cache``:
   ``drift_eval.plugin.carry.StockCarry``; ``hf-drift`` carries them itself);
+* hands each drift answer it returns to the scoring processes, which score it while the
+  run goes on (``drift_eval.plugin.scoring``; ``scoring_workers`` in ``--metadata``);
 * fills a data-parallel rank's missing metric keys of the drift tasks (``gather_object``);
 * before the first document of a run whose drift tasks force their answers' length, checks
   that the backend really forces one (``check_forcing``: one short forced request), and
@@ -36,7 +38,8 @@ import weakref
 
 from drift_eval import inert
 from drift_eval.errors import DriftUsageError
-from drift_eval.plugin import backends, chat, servers
+from drift_eval.logs import log
+from drift_eval.plugin import backends, chat, scoring, servers
 from drift_eval.plugin.answers import Answer, meta_of
 from drift_eval.plugin.chat import InstructionKeeping, probe
 from drift_eval.plugin.request_types import CONVERSATION, TYPES
@@ -72,10 +75,14 @@ class DriftLM:
     """``lm`` for a run whose drift tasks are ``drift_tasks``; ``chat``: the run applies the
     chat template (``--apply_chat_template``)."""
 
-    def __init__(self, lm, drift_tasks, chat: bool = True, conversation_cache=("off", CONVERSATION_CACHE_MB)):
+    def __init__(self, lm, drift_tasks, chat: bool = True, conversation_cache=("off", CONVERSATION_CACHE_MB),
+                 scoring_workers: int = 0):
         self.lm = lm
         self.model = innermost(lm)
         self.drift_tasks = frozenset(drift_tasks)
+        # name -> task, where the run's tasks were given: their answers go to the scoring processes
+        self.tasks = dict(drift_tasks) if isinstance(drift_tasks, dict) else {}
+        self.scoring_workers = scoring_workers
         self.chat = bool(chat)
         self.backend = backends.backend_of(self.model)
         self.render = InstructionKeeping(self.model.apply_chat_template, self.backend.model) \
@@ -84,20 +91,42 @@ class DriftLM:
 
     def __getattr__(self, name):
         if name.startswith("__") or name in ("lm", "model", "drift_tasks", "chat", "backend", "render",
-                                             "conversation_cache"):
+                                             "conversation_cache", "tasks", "scoring_workers"):
             raise AttributeError(name)  # not set yet (copying, unpickling): never the wrapped model's
         rt = TYPES.get(name)
-        if rt is None or hasattr(self.lm, name):  # lm-eval's own, or a model that serves it (hf-drift)
+        if rt is None:  # lm-eval's own
             return getattr(self.lm, name)
+        if hasattr(self.lm, name):  # a model that serves it (hf-drift)
+            own = getattr(self.lm, name)
+            return own if rt is not CONVERSATION else self._scored(own)
         if rt.any_chat_model:
             serve = rt.serving_function()
-            return lambda requests, disable_tqdm=False: serve(self, requests, disable_tqdm=disable_tqdm)
+            return self._scored(lambda requests, disable_tqdm=False: serve(self, requests, disable_tqdm=disable_tqdm))
 
         def refuse(requests, *args, **kwargs):  # run_problems refuses such a run before it starts
             raise DriftUsageError(needs_hf_drift({getattr(r, "task_name", None) or "" for r in requests} - {""},
                                                  rt.needs))
 
         return refuse
+
+    def _scored(self, serve):
+        """``serve`` (a request type's serving function), with its answers handed to the
+        scoring processes as it returns them (``drift_eval.plugin.scoring``)."""
+        def scored(requests, *args, **kwargs):
+            answers = serve(requests, *args, **kwargs)
+            self._to_scoring(requests, answers)
+            return answers
+
+        return scored
+
+    def _to_scoring(self, requests, answers) -> None:
+        if self.scoring_workers and self.tasks:
+            sent = scoring.POOL.submit(self.scoring_workers, [
+                (self.tasks[r.task_name], r.doc, a) for r, a in zip(requests, answers)
+                if getattr(r, "task_name", None) in self.tasks])
+            if sent:
+                log.info(f"scoring: {sent} answers handed to {self.scoring_workers} scoring processes while the run "
+                         f"goes on")
 
     def carried_conversations(self):
         """What carries the conversations of a ``generate_conversation`` call between
@@ -129,8 +158,11 @@ class DriftLM:
         if others:  # exactly the call lm-eval makes without the drift tasks
             for i, a in zip(others, self.lm.generate_until([requests[i] for i in others], *args, **kwargs)):
                 out[i] = a
-        for i, a in zip(drift, self.generate_drift([requests[i] for i in drift], self.lm, *args, **kwargs)):
+        mine = [requests[i] for i in drift]
+        answers = self.generate_drift(mine, self.lm, *args, **kwargs)
+        for i, a in zip(drift, answers):
             out[i] = a
+        self._to_scoring(mine, answers)
         return out
 
     def generate_drift(self, requests, target=None, *args, **kwargs):
@@ -420,6 +452,18 @@ def conversation_cache_of(tasks: dict) -> tuple[str, int]:
     return seen.pop() if seen else ("off", CONVERSATION_CACHE_MB)
 
 
+def scoring_workers_of(tasks: dict) -> int:
+    """The ``scoring_workers`` of the run's ``--metadata`` (``scoring.workers_setting``;
+    ``auto`` where none is given), checked: one line for a bad value, or for tasks that
+    were given different ones."""
+    seen = {scoring.workers_setting((getattr(getattr(t, "config", None), "metadata", None) or {})
+                                    .get("scoring_workers", scoring.AUTO)) for t in tasks.values()}
+    if len(seen) > 1:
+        raise DriftUsageError(f"the drift tasks were given different scoring_workers settings "
+                              f"({', '.join(map(str, sorted(seen)))}): give one in --metadata")
+    return seen.pop() if seen else 0
+
+
 def run_problems(lm, tasks: dict, chat: bool, conversation_cache: str = "off") -> list[str]:
     """Everything that would stop the drift ``tasks`` on ``lm`` part-way, one phrase each."""
     model = innermost(lm)
@@ -476,10 +520,11 @@ def for_run(lm, tasks: dict, chat) -> DriftLM | None:
     if not ours:
         return None
     cache = conversation_cache_of(ours)
+    workers = scoring_workers_of(ours)
     problems = run_problems(lm, ours, bool(chat), cache[0])
     if problems:
         raise DriftUsageError("; ".join(problems))
-    wrapped = DriftLM(lm, ours, bool(chat), cache)
+    wrapped = DriftLM(lm, ours, bool(chat), cache, workers)
     forced = [name for name, task in ours.items() if forced_length(task, name)]
     if forced:
         wrapped.check_forcing(forced)
