@@ -42,7 +42,7 @@ def trace_record(answer, lang: str) -> dict:
     ``lang`` throughout, by the same rule as an answer; ``trace_left`` 1 where it is not kept
     because it left ``lang`` (not for a loop or unreadable text); ``trace_tokens`` its length;
     ``trace_ended`` 1 where the model ended its reasoning itself, 0 where it ran out of
-    tokens and the plugin ended it (``backends.reasoning_of``; None where the answer took one
+    tokens and the plugin ended it (``reasoning.reasoning_of``; None where the answer took one
     request). All are None for an answer without a trace; the first two also where its
     length is known but not its text."""
     meta = meta_of(answer)

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from drift_eval.plugin import backends as b
-from drift_eval.plugin import chat, wrapper
+from drift_eval.plugin import chat, reasoning, wrapper
 from drift_eval.plugin.answers import Answer
 
 # What ForcedLengthTask sends (drift_french_single.yaml, with --gen_kwargs max_gen_toks=64).
@@ -255,7 +255,7 @@ def test_a_reasoning_models_count_is_of_its_visible_answer_and_the_trace_is_coun
     # the minimum counted the trace too: the visible answer fell short, and the sample says so
     assert b.answer(model, b.backend_of(model), answers[0], 4, "system").meta["forced_length"] is False
     assert b.answer(model, b.backend_of(model), answers[1], 4, "system").meta["forced_length"] is True
-    assert b.reasoning_marker(model) == [ord(c) for c in "</t>"] and b.reasoning_marker(VLLM()) == []
+    assert reasoning.reasoning_marker(model) == [ord(c) for c in "</t>"] and reasoning.reasoning_marker(VLLM()) == []
 
 
 class TwoStepVLLM(VLLM):
@@ -326,14 +326,14 @@ def test_a_reasoning_models_forced_answer_takes_two_requests_the_second_forced_a
 def test_a_reasoning_that_never_ends_is_the_whole_generation_with_the_marker_added():
     model = SimpleNamespace(think_end_token="</think>", tokenizer=SimpleNamespace(
         encode=lambda text, add_special_tokens=False: text.split(), decode=lambda ids: " ".join(ids)))
-    opened = b.unfinished_reasoning(model, "assistant:\n<think>\n", "still weighing it up")
+    opened = reasoning.unfinished_reasoning(model, "assistant:\n<think>\n", "still weighing it up")
     assert opened == {"trace_raw": "still weighing it up\n</think>", "trace": "still weighing it up",
                       "trace_tokens": 4}
-    assert b.unfinished_reasoning(model, "assistant:\n", "<think> a plan")["trace"] == "a plan"
+    assert reasoning.unfinished_reasoning(model, "assistant:\n", "<think> a plan")["trace"] == "a plan"
     # not opened, or ended: no reasoning left unfinished
-    assert b.unfinished_reasoning(model, "assistant:\n", "Bonjour") == {}
-    assert b.unfinished_reasoning(model, "<think>", "done </think> Bonjour") == {}
-    assert b.reasoning_of(model, ["one", "two", "</think>", "Bonjour"]) == {
+    assert reasoning.unfinished_reasoning(model, "assistant:\n", "Bonjour") == {}
+    assert reasoning.unfinished_reasoning(model, "<think>", "done </think> Bonjour") == {}
+    assert reasoning.reasoning_of(model, ["one", "two", "</think>", "Bonjour"]) == {
         "trace_raw": "one two </think>", "trace": "one two", "trace_tokens": 3}
 
 

@@ -31,14 +31,13 @@ def french_tasks():
     return TaskManager().load(["drift_french_single", "drift_ja_single"])["tasks"]
 
 
-def test_a_tasks_function_is_found_as_a_module_a_worker_can_import(french_tasks):
-    import importlib
-
+def test_a_worker_loads_the_tasks_own_function_from_its_file(french_tasks):
     for name in ("drift_french_single", "drift_ja_single"):
-        fn = french_tasks[name].config.process_results
-        module, attr = scoring.function_of(french_tasks[name])
-        found = getattr(importlib.import_module(module), attr)
-        assert os.path.samefile(found.__code__.co_filename, fn.__code__.co_filename) and attr == "process_results"
+        task = french_tasks[name]
+        path, attr = scoring.function_of(task)
+        assert os.path.samefile(path, task.config.process_results.__code__.co_filename) and attr == "process_results"
+        doc, answer = list(task.eval_docs)[0], Answer(FRENCH)
+        assert scoring._score(path, attr, doc, [answer]) == task.config.process_results(doc, [answer])
     assert scoring.function_of(object()) is None
 
 
@@ -78,7 +77,7 @@ def test_a_short_call_or_no_workers_scores_in_the_main_process(french_tasks):
 def test_a_worker_that_fails_leaves_the_answer_to_the_main_process(french_tasks, monkeypatch):
     task = french_tasks["drift_french_single"]
     doc = list(task.eval_docs)[0]
-    monkeypatch.setattr(scoring, "function_of", lambda task: ("drift_eval.plugin.scoring", "no_such_function"))
+    monkeypatch.setattr(scoring, "function_of", lambda task: (scoring.__file__, "no_such_function"))
     answers = [Answer(FRENCH) for _ in range(scoring.MIN_ANSWERS)]
     assert scoring.POOL.submit(2, [(task, doc, a) for a in answers]) == len(answers)
     monkeypatch.undo()

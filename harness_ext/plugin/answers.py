@@ -23,7 +23,7 @@ backend knows about it:
   marker (what the visible answer's own request continues from, and what a conversation's
   next prompt gives the chat template with the reply), and whether the model ended it
   itself (false: it ran out of tokens and the marker was added after it); see
-  ``drift_eval.plugin.backends.reasoning_of``;
+  ``drift_eval.plugin.reasoning.reasoning_of``;
 * ``instruction_placement``: where the task's system prompt sat in the prompt: ``system``
   (the system turn), ``user`` (the top of the first user message, for a chat template
   without a system role) or ``plain`` (a prompt rendered without a chat template); see
@@ -79,6 +79,18 @@ class Answer(str):
 
 def _rebuild(text, meta):
     return Answer(text, **meta)
+
+
+def count_tokens(lm, text: str) -> int | None:
+    """Tokens of ``text`` under the model's tokenizer, or None where it has none."""
+    tok = getattr(lm, "tokenizer", None)
+    encode = getattr(tok, "encode", None)
+    if not callable(encode):
+        return None
+    try:
+        return len(encode(str(text), add_special_tokens=False))
+    except TypeError:
+        return len(encode(str(text)))
 
 
 def meta_of(answer) -> dict:

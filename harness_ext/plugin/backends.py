@@ -28,8 +28,8 @@ lm-eval's chat models (``hf``, ``vllm``, ``sglang``, ``local-chat-completions``,
   tokens and those its prefix cache served). For a reasoning model run with lm-eval's
   ``think_end_token`` (vLLM, ``hf``), lm-eval returns the text after the end of reasoning,
   so ``tokens`` counts that visible answer, ``trace_tokens`` the reasoning before it and
-  ``trace`` holds its text: a forced minimum counts both, and an answer left shorter than
-  the length asked says ``forced_length`` false.
+  ``trace`` holds its text (``drift_eval.plugin.reasoning``): a forced minimum counts both,
+  and an answer left shorter than the length asked says ``forced_length`` false.
 
 ``drift_eval.plugin.wrapper`` applies this to the drift requests of a run, and only to them.
 """
@@ -38,7 +38,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from drift_eval.plugin.answers import Answer, meta_of
+from drift_eval.plugin import reasoning
+from drift_eval.plugin.answers import Answer, count_tokens, meta_of
 
 FORCE_KWARG = "min_new_tokens"  # the task-level request for a forced length
 
@@ -139,18 +140,6 @@ def placement(context, instruction: str, chat: bool, system_role: bool) -> str |
 
 
 # ---------------------------------------------------------------------------- answers
-def count_tokens(lm, text: str) -> int | None:
-    """Tokens of ``text`` under the model's tokenizer, or None where it has none."""
-    tok = getattr(lm, "tokenizer", None)
-    encode = getattr(tok, "encode", None)
-    if not callable(encode):
-        return None
-    try:
-        return len(encode(str(text), add_special_tokens=False))
-    except TypeError:
-        return len(encode(str(text)))
-
-
 def answer(lm, backend: Backend, out, asked: int, where: str | None) -> Answer:
     """``out`` (what the backend returned) as an ``Answer`` with its token count, whether a
     forced length ``asked`` was honoured, and the instruction's placement ``where``."""
@@ -214,26 +203,26 @@ class EngineOutputs:
         its ``hf`` model run with ``think_end_token`` (or a subclass of any), whose
         ``generate_until`` is its class's own (a sweep's answer cache may stand in)."""
         name = backend_of(model).model
-        return ((name in ("vllm", "sglang") or (name == "hf" and reasoning_marker(model)))
+        return ((name in ("vllm", "sglang") or (name == "hf" and reasoning.reasoning_marker(model)))
                 and callable(getattr(type(model), "_model_generate", None)) and "generate_until" not in vars(model))
 
     @classmethod
-    def generate(cls, model, requests, reasoning: bool = False, **kwargs) -> list:
+    def generate(cls, model, requests, first_of_two: bool = False, **kwargs) -> list:
         """``model.generate_until(requests)``, each text as an ``Answer`` with what the engine
         reported, paired with its request by the prompt (a text it cannot pair, for a prompt
         that lm-eval truncated, is returned as it is): on vLLM its own counts; with
         ``think_end_token``, the trace that lm-eval cut off the answer (on ``hf`` the visible
-        answer's count is made from its text, as for any ``hf`` answer); with ``reasoning``
+        answer's count is made from its text, as for any ``hf`` answer); with ``first_of_two``
         (the first of a forced reasoning answer's two requests), that reasoning as generated
-        instead (``reasoning_of``)."""
+        instead (``reasoning.reasoning_of``)."""
         observer = cls(model)
         texts = type(model).generate_until(observer, requests, **kwargs)
-        return cls._pair(model, requests, texts, observer._outputs, reasoning)
+        return cls._pair(model, requests, texts, observer._outputs, first_of_two)
 
     @staticmethod
-    def _pair(model, requests, texts, outputs, reasoning: bool) -> list:
+    def _pair(model, requests, texts, outputs, first_of_two: bool) -> list:
         hf = backend_of(model).model == "hf"
-        marker = reasoning_marker(model)
+        marker = reasoning.reasoning_marker(model)
         by_prompt: dict = {}
         for key, ids, output in outputs:
             by_prompt.setdefault(key, []).append((ids, output))
@@ -244,11 +233,11 @@ class EngineOutputs:
                 out.append(text)
                 continue
             ids, output = found.pop(0)
-            if reasoning:  # the reasoning as generated, for the visible answer's own request
+            if first_of_two:  # the reasoning as generated, for the visible answer's own request
                 visible, trace, trace_text, raw = len(ids), 0, None, None
-                meta = reasoning_of(model, ids)
+                meta = reasoning.reasoning_of(model, ids)
             else:
-                visible, trace, trace_text, raw = _visible(model, ids, text, marker)
+                visible, trace, trace_text, raw = reasoning.visible_split(model, ids, text, marker)
                 meta = {}
             if output is not None:  # the engine's own counts (vLLM, SGLang)
                 generated = getattr(output, "completion_tokens", None)
@@ -279,135 +268,10 @@ class _SGLangOutput:
         self.num_cached_tokens = info.get("cached_tokens") if _count(info.get("cached_tokens")) else None
 
 
-def _visible(model, ids: list, text: str, marker: list) -> tuple[int, int, str | None, str | None]:
-    """(the visible answer's tokens, the trace's tokens, the trace's text, the trace as
-    generated with its end marker) among the
-    generated ``ids`` whose visible part lm-eval returned as ``text``. Where the marker's ids
-    are not found although lm-eval cut the text at it (the model wrote the marker string
-    inside other tokens), the answer is counted from its text and the trace is the rest;
-    where the model never ended its reasoning, lm-eval returns all of it, as the answer, and
-    there is no trace."""
-    decode = getattr(getattr(model, "tokenizer", None), "decode", None)
-    split = _after_reasoning(ids, marker, decode, text)
-    if split is not None:
-        trace = decode(ids[:split - len(marker)]) if split and callable(decode) else None
-        raw = decode(ids[:split]) if split and callable(decode) else None
-        return len(ids) - split, split, _trace_text(model, trace), raw
-    end = getattr(model, "think_end_token", None)
-    raw = decode(ids) if callable(decode) else ""
-    if not (isinstance(end, str) and end in raw):
-        return len(ids), 0, None, None
-    visible = count_tokens(model, text)
-    visible = len(ids) if visible is None else min(visible, len(ids))
-    before = raw.rsplit(end, 1)[0]
-    return visible, max(1, len(ids) - visible), _trace_text(model, before), before + end
-
-
-def _trace_text(model, trace: str | None) -> str | None:
-    """The reasoning as text: without the opening tag that pairs with a ``</tag>`` end marker
-    (``<think>``), which the chat template may have written into the prompt instead."""
-    if trace is None:
-        return None
-    end = getattr(model, "think_end_token", None)
-    if isinstance(end, str) and end.startswith("</"):
-        opening = "<" + end[2:]
-        trace = trace.lstrip()
-        trace = trace[len(opening):] if trace.startswith(opening) else trace
-    return trace.strip()
-
-
-def marker_text(model) -> str | None:
-    """lm-eval's ``think_end_token`` of ``model`` as text (a token id decoded), or None."""
-    end = getattr(model, "think_end_token", None)
-    if isinstance(end, str) and end:
-        return end
-    decode = getattr(getattr(model, "tokenizer", None), "decode", None)
-    if isinstance(end, int) and not isinstance(end, bool) and callable(decode):
-        return decode([end])
-    return None
-
-
-def reasoning_of(model, ids: list) -> dict:
-    """The reasoning of a generation ``ids``: what lm-eval leaves out of the answer, up to
-    and with the last end-of-reasoning marker, as answer fields (``answers.Answer``):
-    ``trace_raw`` (the generated tokens decoded: what the visible answer's own request
-    continues from, and what a conversation's next prompt gives the chat template), ``trace`` and
-    ``trace_tokens``. Empty where there is none (no marker asked, or none written)."""
-    marker = reasoning_marker(model)
-    decode = getattr(getattr(model, "tokenizer", None), "decode", None)
-    end = marker_text(model)
-    if not marker or not callable(decode) or not end:
-        return {}
-    n = len(marker)
-    for start in range(len(ids) - n, -1, -1):
-        if ids[start:start + n] == marker:
-            return _trace_fields(model, decode(ids[:start + n]), end, start + n)
-    text = decode(ids)
-    if end in text:  # the marker written inside other tokens
-        raw = text[:text.rindex(end) + len(end)]
-        return _trace_fields(model, raw, end, count_tokens(model, raw))
-    return {}
-
-
-def unfinished_reasoning(model, prompt: str, text: str) -> dict:
-    """The answer fields of a reasoning that never ended: the model opened it (the end
-    marker's opening tag, ``<think>``, ends the prompt or starts the generation ``text``)
-    and wrote no end marker within the tokens allowed. The whole generation is then the
-    trace, with the marker added after it (``trace_raw``). Empty otherwise."""
-    end = marker_text(model)
-    if not end or not end.startswith("</") or end in text:
-        return {}
-    opening = "<" + end[2:]
-    if not (prompt.rstrip().endswith(opening) or text.lstrip().startswith(opening)):
-        return {}
-    return _trace_fields(model, f"{text.rstrip()}\n{end}", end, count_tokens(model, text))
-
-
-def _trace_fields(model, raw: str, end: str, tokens) -> dict:
-    fields = {"trace_raw": raw, "trace": _trace_text(model, raw[:-len(end)])}
-    if isinstance(tokens, int):
-        fields["trace_tokens"] = tokens
-    return fields
-
-
-def reasoning_marker(model) -> list[int]:
-    """The token ids of lm-eval's ``think_end_token`` of ``model`` (an id, or a string its
-    tokenizer encodes), or [] where it has none: lm-eval then returns only the text after
-    the last such marker, the visible answer."""
-    end = getattr(model, "think_end_token", None)
-    if isinstance(end, int) and not isinstance(end, bool):
-        return [end]
-    if not isinstance(end, str) or not end:
-        return []
-    tok = getattr(model, "tokenizer", None)
-    if callable(getattr(tok, "encode", None)):
-        return list(tok.encode(end, add_special_tokens=False))
-    return list(model.tok_encode(end))
-
-
-def _after_reasoning(ids: list, marker: list, decode, text: str) -> int | None:
-    """Where the visible answer ``text`` starts in the generated ``ids``: after the last
-    ``marker`` (0 with no marker asked); None where the marker's ids are not among them, or
-    where what follows them (``decode``d, where the tokenizer can) is not the text lm-eval
-    returned (a marker string that the model wrote inside other tokens: lm-eval splits the
-    decoded text at its last occurrence)."""
-    if not marker:
-        return 0
-    n = len(marker)
-    for start in range(len(ids) - n, -1, -1):
-        if ids[start:start + n] == marker:
-            if callable(decode):
-                tail = decode(ids[start + n:]).lstrip()
-                if not (tail.startswith(text) or text.startswith(tail)):
-                    return None
-            return start + n
-    return None
-
-
 def with_server_counts(texts: list, responses, model=None) -> list:
     """Chat-completion responses (one choice each): each parsed text as an ``Answer`` with
     the server's ``usage.completion_tokens`` (texts it cannot pair are returned as they
-    are), and a reasoning model's trace (``server_reasoning``)."""
+    are), and a reasoning model's trace (``reasoning.server_reasoning``)."""
     responses = responses if isinstance(responses, list) else [responses]
     if len(responses) != len(texts):
         return texts
@@ -419,42 +283,13 @@ def with_server_counts(texts: list, responses, model=None) -> list:
         if not (ok and isinstance(text, str)):
             out.append(text)
             continue
-        meta = {"tokens": n, **server_reasoning(model, resp, text)}
+        meta = {"tokens": n, **reasoning.server_reasoning(model, resp, text)}
         if "trace_tokens" in meta:  # the server counted the reasoning apart: the rest is the answer
             meta["tokens"] = n - meta["trace_tokens"]
         elif "trace" in meta:  # one count for both: the visible answer's is made from its text
             meta["tokens"] = count_tokens(model, text) if model is not None else None
         out.append(Answer(text, **meta))
     return out
-
-
-def server_reasoning(model, resp: dict, text: str) -> dict:
-    """A reasoning model's trace in a chat-completion response, as answer fields: the
-    message's ``reasoning_content`` (or ``reasoning``: a server run with a reasoning parser,
-    such as vLLM's and SGLang's ``--reasoning-parser``), with the server's
-    ``usage.completion_tokens_details.reasoning_tokens`` where it gives them; else, where
-    lm-eval cut the content at ``think_end_token``, the text before it (``trace_raw`` with
-    the marker, for the next turn's history). Empty without a trace."""
-    try:
-        message = resp["choices"][0]["message"]
-    except (KeyError, IndexError, TypeError):
-        return {}
-    if not isinstance(message, dict):
-        return {}
-    fields: dict = {}
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    content = message.get("content")
-    end = marker_text(model) if model is not None else None
-    if isinstance(reasoning, str) and reasoning.strip():
-        fields["trace"] = reasoning.strip()
-        details = (resp.get("usage") or {}).get("completion_tokens_details")
-        n = details.get("reasoning_tokens") if isinstance(details, dict) else None
-        if _count(n) and n > 0:
-            fields["trace_tokens"] = n
-    elif end and isinstance(content, str) and end in content:
-        before = content.rsplit(end, 1)[0]
-        fields.update(trace=_trace_text(model, before), trace_raw=before + end)
-    return fields
 
 
 def _count(n) -> bool:

@@ -30,8 +30,8 @@ from drift_eval.compensation import bias as comp
 from drift_eval.compensation.spans import system_span_end, token_counts
 from drift_eval.errors import DriftUsageError
 from drift_eval.logs import log
-from drift_eval.plugin.answers import Answer
-from drift_eval.plugin import backends, carry
+from drift_eval.plugin.answers import Answer, count_tokens
+from drift_eval.plugin import carry, reasoning
 from drift_eval.plugin.generation import (ConversationStore, Watch, cache_kwarg, generated_tokens, reserved_cache,
                                          show_progress)
 from drift_eval.plugin.local_models import cached_from_gguf
@@ -155,11 +155,11 @@ class HFDriftLM(HFLM):
         if turn is not None:
             carry.end(self._carry, turn, out, width, tokens)
         ends = watch.natural_end or [None] * len(tokens)
-        reasons = bool(backends.reasoning_marker(self))
+        reasons = bool(reasoning.reasoning_marker(self))
         for row, (ctx, n, end) in enumerate(zip(self._batch_contexts, tokens, ends)):
             meta = {"tokens": n}
             if reasons:  # a reasoning model: its reasoning, which lm-eval leaves out of the answer
-                meta.update(backends.reasoning_of(self, out[row, width:width + n].tolist()))
+                meta.update(reasoning.reasoning_of(self, out[row, width:width + n].tolist()))
             if min_new:
                 chars = None if end is None else len(self.tok_decode(out[row, width:width + end].tolist()))
                 meta.update(forced_length=True, natural_end=end, natural_end_chars=chars)
@@ -180,7 +180,7 @@ class HFDriftLM(HFLM):
             for s, r in zip(out, requests):
                 meta = dict(self._answer_meta.get(r.args[0], {}))
                 if "trace_tokens" in meta:  # lm-eval returned the text after the reasoning: count that
-                    meta["tokens"] = backends.count_tokens(self, s)
+                    meta["tokens"] = count_tokens(self, s)
                 answers.append(Answer(s, **meta))
             return answers
         finally:

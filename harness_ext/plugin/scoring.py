@@ -11,7 +11,7 @@ the run's next requests are generated. When lm-eval then calls the task's
 result (``take``) instead of computing it again.
 
 * The worker runs the task's own ``process_results`` function (the one its YAML names,
-  imported from the package by its module and name) on the same document and answer
+  loaded from its file as lm-eval loads it) on the same document and answer
   (``Answer`` pickles with its metadata), so the values are the ones the main process
   would compute: lm-eval's per-document contract and ``--log_samples`` output do not
   change. Anything not submitted, or whose worker failed, is scored in the main process,
@@ -32,7 +32,7 @@ result (``take``) instead of computing it again.
 from __future__ import annotations
 
 import atexit
-import importlib
+import importlib.util
 import os
 import threading
 
@@ -60,32 +60,15 @@ def workers_setting(value=AUTO) -> int:
 
 
 def function_of(task):
-    """(module, name) by which a worker imports ``task``'s ``process_results`` function,
-    or None where it cannot (it is then scored in the main process). lm-eval loads a task's
-    ``utils.py`` by its path, under another module name; the same file is a module of the
-    package whose folders hold it, found by their ``__init__.py`` files and checked to be
-    that very file."""
+    """(file, name) by which a worker loads ``task``'s ``process_results`` function, as
+    lm-eval loads it (a task's ``utils.py`` by its path, whatever the install: a wheel, an
+    editable checkout), or None where it has no such file (it is then scored in the main
+    process)."""
     fn = getattr(getattr(task, "config", None), "process_results", None)
     code = getattr(fn, "__code__", None)
-    if code is None or not getattr(fn, "__name__", "").isidentifier() or not code.co_filename.endswith(".py"):
+    if code is None or not getattr(fn, "__name__", "").isidentifier() or not os.path.isfile(code.co_filename):
         return None
-    folder, stem = os.path.split(code.co_filename[:-3])
-    parts = [stem]
-    while os.path.isfile(os.path.join(folder, "__init__.py")):
-        folder, name = os.path.split(folder)
-        parts.insert(0, name)
-    module = ".".join(parts)
-    if len(parts) < 2 or not all(p.isidentifier() for p in parts):
-        return None
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.origin or not os.path.samefile(spec.origin, code.co_filename):
-        return None
-    return module, fn.__name__
+    return code.co_filename, fn.__name__
 
 
 def _worker_start(parent: int) -> None:
@@ -105,9 +88,19 @@ def _worker_start(parent: int) -> None:
         os._exit(0)
 
 
-def _score(module: str, name: str, doc, results):
-    """In a worker: the task's ``process_results`` on one document."""
-    return getattr(importlib.import_module(module), name)(doc, results)
+_LOADED: dict = {}  # in a worker: the task files it loaded, by path
+
+
+def _score(path: str, name: str, doc, results):
+    """In a worker: the task's ``process_results`` (``name`` in the file ``path``, loaded
+    once) on one document."""
+    module = _LOADED.get(path)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(f"drift_scoring_task_{len(_LOADED)}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _LOADED[path] = module
+    return getattr(module, name)(doc, results)
 
 
 class Pool:

@@ -39,7 +39,7 @@ import weakref
 from drift_eval import inert
 from drift_eval.errors import DriftUsageError
 from drift_eval.logs import log
-from drift_eval.plugin import backends, chat, scoring, servers
+from drift_eval.plugin import backends, chat, reasoning, scoring, servers
 from drift_eval.plugin.answers import Answer, meta_of
 from drift_eval.plugin.chat import InstructionKeeping, probe
 from drift_eval.plugin.request_types import CONVERSATION, TYPES
@@ -175,10 +175,10 @@ class DriftLM:
         sent, plan = self._prepared(requests)
         return self._answers(self._generate(target, sent, *args, **kwargs), plan)
 
-    def _generate(self, target, sent, *args, reasoning: bool = False, **kwargs) -> list:
+    def _generate(self, target, sent, *args, first_of_two: bool = False, **kwargs) -> list:
         if target is self.model and not args and backends.EngineOutputs.observes(self.model):
             # with vLLM's counts, and a reasoning model's trace
-            return backends.EngineOutputs.generate(self.model, sent, reasoning=reasoning, **kwargs)
+            return backends.EngineOutputs.generate(self.model, sent, first_of_two=first_of_two, **kwargs)
         with _server_counts(self.model, self.backend):
             return target.generate_until(sent, *args, **kwargs)
 
@@ -188,7 +188,7 @@ class DriftLM:
         reasoning model (lm-eval's ``think_end_token``) whose generated tokens the plugin
         sees: ``hf-drift`` (its own answers say where the reasoning ended), and lm-eval's
         ``hf`` and ``vllm`` models served directly (``backends.EngineOutputs``)."""
-        if not backends.reasoning_marker(self.model) or args:
+        if not reasoning.reasoning_marker(self.model) or args:
             return False
         if self.backend.model == "hf-drift":
             return True
@@ -199,7 +199,7 @@ class DriftLM:
         """A reasoning model's answers, the forced ones in two requests (docs/backends.md,
         "Reasoning models"): the first, unforced, lets the model reason, and keeps what
         lm-eval leaves out of its answer, through the last end marker
-        (``backends.reasoning_of``), or, where the model opened a reasoning and never ended
+        (``reasoning.reasoning_of``), or, where the model opened a reasoning and never ended
         it, all of it with the marker added (``trace_ended`` false); the second continues
         the prompt and that reasoning with the visible answer, forced to the length asked,
         with a one-token marker held back as the end of text is. The answer is the
@@ -217,12 +217,12 @@ class DriftLM:
                  for i in forced]
         sent, _ = self._prepared(first)
         thought = []
-        for r, a in zip(sent, self._generate(target, sent, reasoning=True, **kwargs)):
+        for r, a in zip(sent, self._generate(target, sent, first_of_two=True, **kwargs)):
             m = {k: v for k, v in meta_of(a).items() if k in ("trace", "trace_tokens", "trace_raw")}
             if m:
                 m["trace_ended"] = True
             else:  # no end marker: a reasoning the model opened and never ended, or none
-                m = backends.unfinished_reasoning(self.model, r.args[0], str(a or ""))
+                m = reasoning.unfinished_reasoning(self.model, r.args[0], str(a or ""))
                 m.update({"trace_ended": False} if m else {})
             thought.append(m)
         second = []
@@ -232,7 +232,7 @@ class DriftLM:
             gen["max_gen_toks"] = min(int(gen.get("max_gen_toks") or gen[backends.FORCE_KWARG]),
                                       int(gen[backends.FORCE_KWARG]))
             second.append(_with_args(r, (r.args[0] + (m.get("trace_raw") or ""), gen, *r.args[2:])))
-        marker = backends.reasoning_marker(self.model)
+        marker = reasoning.reasoning_marker(self.model)
         sent, plan = self._prepared(second, also_held=marker if len(marker) == 1 else ())
         answers = self._answers(self._generate(target, sent, **kwargs), plan)
         for i, a, m in zip(forced, answers, thought):
