@@ -81,6 +81,11 @@ def _rebuild(text, meta):
     return Answer(text, **meta)
 
 
+def is_count(n) -> bool:
+    """Whether ``n`` is a count a backend reported: a whole number >= 0 (not a boolean)."""
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 0
+
+
 def count_tokens(lm, text: str) -> int | None:
     """Tokens of ``text`` under the model's tokenizer, or None where it has none."""
     tok = getattr(lm, "tokenizer", None)

@@ -39,7 +39,7 @@ import json
 from dataclasses import dataclass
 
 from drift_eval.plugin import reasoning
-from drift_eval.plugin.answers import Answer, count_tokens, meta_of
+from drift_eval.plugin.answers import Answer, count_tokens, is_count, meta_of
 
 FORCE_KWARG = "min_new_tokens"  # the task-level request for a forced length
 
@@ -264,8 +264,8 @@ class _SGLangOutput:
     def __init__(self, prompt_ids, output: dict):
         info = output.get("meta_info") if isinstance(output.get("meta_info"), dict) else {}
         self.prompt_token_ids = list(prompt_ids)
-        self.completion_tokens = info.get("completion_tokens") if _count(info.get("completion_tokens")) else None
-        self.num_cached_tokens = info.get("cached_tokens") if _count(info.get("cached_tokens")) else None
+        self.completion_tokens = info.get("completion_tokens") if is_count(info.get("completion_tokens")) else None
+        self.num_cached_tokens = info.get("cached_tokens") if is_count(info.get("cached_tokens")) else None
 
 
 def with_server_counts(texts: list, responses, model=None) -> list:
@@ -279,7 +279,7 @@ def with_server_counts(texts: list, responses, model=None) -> list:
     for text, resp in zip(texts, responses):
         usage = resp.get("usage") if isinstance(resp, dict) else None
         n = usage.get("completion_tokens") if isinstance(usage, dict) else None
-        ok = _count(n) and len(resp.get("choices") or []) == 1
+        ok = is_count(n) and len(resp.get("choices") or []) == 1
         if not (ok and isinstance(text, str)):
             out.append(text)
             continue
@@ -290,10 +290,6 @@ def with_server_counts(texts: list, responses, model=None) -> list:
             meta["tokens"] = count_tokens(model, text) if model is not None else None
         out.append(Answer(text, **meta))
     return out
-
-
-def _count(n) -> bool:
-    return isinstance(n, int) and not isinstance(n, bool) and n >= 0
 
 
 def fill_gathered_metrics(gathered, tasks=None):

@@ -10,7 +10,7 @@ models", says how each backend's answers are forced and labelled.
 """
 from __future__ import annotations
 
-from drift_eval.plugin.answers import count_tokens
+from drift_eval.plugin.answers import count_tokens, is_count
 
 
 def visible_split(model, ids: list, text: str, marker: list) -> tuple[int, int, str | None, str | None]:
@@ -42,12 +42,16 @@ def _trace_text(model, trace: str | None) -> str | None:
     (``<think>``), which the chat template may have written into the prompt instead."""
     if trace is None:
         return None
-    end = getattr(model, "think_end_token", None)
-    if isinstance(end, str) and end.startswith("</"):
-        opening = "<" + end[2:]
+    opening = _opening(getattr(model, "think_end_token", None))
+    if opening:
         trace = trace.lstrip()
         trace = trace[len(opening):] if trace.startswith(opening) else trace
     return trace.strip()
+
+
+def _opening(end) -> str | None:
+    """The opening tag that pairs with a ``</tag>`` end marker (``<think>``), or None."""
+    return "<" + end[2:] if isinstance(end, str) and end.startswith("</") else None
 
 
 def marker_text(model) -> str | None:
@@ -72,10 +76,10 @@ def reasoning_of(model, ids: list) -> dict:
     end = marker_text(model)
     if not marker or not callable(decode) or not end:
         return {}
-    n = len(marker)
-    for start in range(len(ids) - n, -1, -1):
-        if ids[start:start + n] == marker:
-            return _trace_fields(model, decode(ids[:start + n]), end, start + n)
+    start = _last_at(ids, marker)
+    if start is not None:
+        split = start + len(marker)
+        return _trace_fields(model, decode(ids[:split]), end, split)
     text = decode(ids)
     if end in text:  # the marker written inside other tokens
         raw = text[:text.rindex(end) + len(end)]
@@ -89,9 +93,9 @@ def unfinished_reasoning(model, prompt: str, text: str) -> dict:
     and wrote no end marker within the tokens allowed. The whole generation is then the
     trace, with the marker added after it (``trace_raw``). Empty otherwise."""
     end = marker_text(model)
-    if not end or not end.startswith("</") or end in text:
+    opening = _opening(end)
+    if not opening or end in text:
         return {}
-    opening = "<" + end[2:]
     if not (prompt.rstrip().endswith(opening) or text.lstrip().startswith(opening)):
         return {}
     return _trace_fields(model, f"{text.rstrip()}\n{end}", end, count_tokens(model, text))
@@ -127,14 +131,23 @@ def _after_reasoning(ids: list, marker: list, decode, text: str) -> int | None:
     decoded text at its last occurrence)."""
     if not marker:
         return 0
+    start = _last_at(ids, marker)
+    if start is None:
+        return None
+    split = start + len(marker)
+    if callable(decode):
+        tail = decode(ids[split:]).lstrip()
+        if not (tail.startswith(text) or text.startswith(tail)):
+            return None
+    return split
+
+
+def _last_at(ids: list, marker: list) -> int | None:
+    """Where the last occurrence of the ids ``marker`` starts in ``ids`` (None: nowhere)."""
     n = len(marker)
     for start in range(len(ids) - n, -1, -1):
         if ids[start:start + n] == marker:
-            if callable(decode):
-                tail = decode(ids[start + n:]).lstrip()
-                if not (tail.startswith(text) or text.startswith(tail)):
-                    return None
-            return start + n
+            return start
     return None
 
 
@@ -159,7 +172,7 @@ def server_reasoning(model, resp: dict, text: str) -> dict:
         fields["trace"] = reasoning.strip()
         details = (resp.get("usage") or {}).get("completion_tokens_details")
         n = details.get("reasoning_tokens") if isinstance(details, dict) else None
-        if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+        if is_count(n) and n > 0:
             fields["trace_tokens"] = n
     elif end and isinstance(content, str) and end in content:
         before = content.rsplit(end, 1)[0]

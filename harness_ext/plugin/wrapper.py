@@ -204,9 +204,9 @@ class DriftLM:
         the prompt and that reasoning with the visible answer, forced to the length asked,
         with a one-token marker held back as the end of text is. The answer is the
         second's, with the first's trace."""
-        forced = [i for i, r in enumerate(requests) if _asks_length(r)]
+        forced = [i for i, r in enumerate(requests) if _asks_length(r.args[1])]
         out = [None] * len(requests)
-        rest = [i for i in range(len(requests)) if i not in set(forced)]
+        rest = [i for i, r in enumerate(requests) if not _asks_length(r.args[1])]
         if rest:
             sent, plan = self._prepared([requests[i] for i in rest])
             for i, a in zip(rest, self._answers(self._generate(target, sent, **kwargs), plan)):
@@ -257,7 +257,7 @@ class DriftLM:
                         f"system prompt (its chat template dropped it), so the model would never see the instruction")
             asked = 0
             if isinstance(gen, dict) and backends.FORCE_KWARG in gen:
-                ends = [*self.end_ids, *also_held] if int(gen.get(backends.FORCE_KWARG) or 0) > 0 else ()
+                ends = [*self.end_ids, *also_held] if _asks_length(gen) else ()
                 gen, asked = backends.backend_kwargs(gen, self.backend, ends)
                 r = _with_args(r, (context, gen, *r.args[2:]))
             sent.append(r)
@@ -366,8 +366,8 @@ class DriftLM:
         return backends.fill_gathered_metrics(self.lm.gather_object(obj, *args, **kwargs), self.drift_tasks)
 
 
-def _asks_length(request) -> bool:
-    gen = request.args[1] if len(request.args) > 1 else None
+def _asks_length(gen) -> bool:
+    """Whether the generation kwargs ``gen`` ask for a forced length."""
     return isinstance(gen, dict) and int(gen.get(backends.FORCE_KWARG) or 0) > 0
 
 
