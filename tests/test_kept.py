@@ -384,3 +384,25 @@ def test_a_conversations_traces_are_scored_turn_by_turn_and_never_in_the_headlin
     left = utils.process_conversation(doc, [conversation([french, english, french], ended=False)])
     assert (left["trace_kept"], left["trace_left"], left["trace_ended"]) == (0.0, 1.0, 0.0)
     assert plain["drift_score"] == kept["drift_score"] == left["drift_score"] == 1.0
+
+
+@pytest.mark.parametrize("trace", [LOOPS["drift_french_single"] * 300, made_up("drift_french_single"), UNREADABLE],
+                         ids=["phrase loop", "made-up words", "no language"])
+def test_a_trace_that_loops_is_made_up_or_unreadable_is_not_kept(trace):
+    """The trace scores (single turns, ``tasks.common.trace_record``, and conversations,
+    ``conversation_trace_record``) keep a trace by the answers' rule: one that loops, is made
+    of words that are no words, or has no language is not kept, and did not leave French."""
+    import json
+
+    from drift_eval.plugin.answers import Answer
+    from drift_eval.tasks.drift_french import utils
+
+    doc = {"system_prompt": "Answer only in French."}
+    single = utils.process_results(doc, [Answer(REAL["drift_french_single"], trace=trace, trace_tokens=300)])
+    assert (single["trace_kept"], single["trace_left"]) == (0.0, 0.0)
+    messages = [{"role": "system", "content": doc["system_prompt"]}]
+    for t in (REAL["drift_french_single"], trace):
+        messages += [{"role": "user", "content": "Parlez-moi du marché."},
+                     {"role": "assistant", "content": REAL["drift_french_single"], "trace": t, "trace_tokens": 300}]
+    conv = utils.process_conversation(doc, [json.dumps(messages, ensure_ascii=False)])
+    assert (conv["trace_kept"], conv["trace_left"]) == (0.0, 0.0)
