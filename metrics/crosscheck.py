@@ -8,8 +8,12 @@ cross-check's time. ``Detector`` here is langdetect's ``Detector`` with those th
 written over whole strings (regular expressions, and one ``NGram.normalize`` call per
 distinct character), so that it reaches langdetect's own sampling (``_detect_block``,
 untouched: the same seeded random draws over the same n-gram list) with the same text and
-the same n-grams. ``tests/test_langid.py`` checks both, and the verdicts, against
-langdetect's own classes on every committed answer and on generated text.
+the same n-grams. Its sampling loop is langdetect's own too, with the 55 languages'
+probabilities held in one NumPy array instead of a list: each update multiplies them by the
+same sums, and each normalisation divides them by the same sequential sum, element by
+element, so every probability is the same float (``ARRAYS_CACHED`` n-grams' rows are kept as
+arrays). ``tests/test_langid.py`` checks the n-grams and the probabilities, and the verdicts,
+against langdetect's own classes on every committed answer and on generated text.
 
 It also keeps a factory of its own (langdetect's profiles, seed 0) instead of setting the
 seed on langdetect's ``DetectorFactory`` class for every caller in the process. The
@@ -26,6 +30,7 @@ _LATIN = re.compile("[A-z]")             # langdetect's 'A' <= ch <= 'z' (the si
 _NON_LATIN = re.compile("[\u0300-\U0010ffff]")  # ch >= U+0300; langdetect's block test beside it is never false
 _LATIN_OUT = re.compile("[A-z]+")
 WORDS_CACHED = 1 << 16  # distinct (word, followed by a space) pairs whose n-grams are kept
+ARRAYS_CACHED = 1 << 15  # distinct n-grams whose 55 probabilities are kept as an array (about 14 MB)
 
 
 @functools.lru_cache(maxsize=1)
@@ -40,6 +45,7 @@ def _factory():
 
 @functools.lru_cache(maxsize=1)
 def _detector_class():
+    import numpy
     from langdetect.detector import Detector as Stock
     from langdetect.utils.ngram import NGram
 
@@ -68,6 +74,28 @@ def _detector_class():
                     result.extend(word_ngrams(word, i < len(pieces) - 1))
             return result
 
+        def _init_probability(self):
+            return numpy.array(super()._init_probability())
+
+        def _update_lang_prob(self, prob, word, alpha):
+            # langdetect's: prob[i] *= weight + lang_prob_map[i], for every language at once
+            if word is None or word not in known:
+                return False
+            prob *= alpha / self.BASE_FREQ + row(word)
+            return True
+
+        def _normalize_prob(self, prob):
+            # langdetect's: the sum taken in order, each probability divided by it, the largest
+            total = sum(prob.tolist())
+            if not total:
+                raise ZeroDivisionError("float division by zero")  # as langdetect's own division
+            prob /= total
+            return max(0.0, float(prob.max()))
+
+    @functools.lru_cache(maxsize=ARRAYS_CACHED)
+    def row(word: str):
+        return numpy.array(known[word])
+
     def _table(text):
         chars = set(text)
         for ch in chars - table.keys():
@@ -91,12 +119,14 @@ def _detector_class():
         return tuple(out)
 
     Detector.word_ngrams = staticmethod(word_ngrams)
+    Detector.row = staticmethod(row)
     return Detector
 
 
 def clear_cache() -> None:
     """Forget the words' n-grams read so far (benchmarks time a cold start with it)."""
     _detector_class().word_ngrams.cache_clear()
+    _detector_class().row.cache_clear()
 
 
 def detect(text: str) -> str:

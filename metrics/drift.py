@@ -9,7 +9,7 @@ import functools
 import re
 import string
 
-from drift_eval.metrics import crosscheck, langid
+from drift_eval.metrics import crosscheck, langid, wordcut
 from drift_eval.metrics.text import CJK, fold
 from drift_eval.metrics.values import ListValue
 
@@ -170,39 +170,31 @@ def mean_language_score(scores: list[list[float]]) -> float:
 _LCB_TABLE = str.maketrans({**{c: None for c in string.punctuation}, "\u2014": " ", "\u060c": None})
 
 
-@functools.lru_cache(maxsize=2)
-def _segmenter(lang: str):
-    """LCB's word segmenter for Chinese (jieba) and Japanese (fugashi, ``-O wakati``, with
-    the unidic-lite dictionary that its wheel bundles), loaded once."""
-    if lang == "zh":
-        import logging
-
-        import jieba
-
-        jieba.setLogLevel(logging.WARNING)
-        return lambda line: [w for w in jieba.cut(line) if w.strip()]
-    from fugashi import Tagger
-
-    tagger = Tagger("-O wakati -b 50000")
-    return lambda line: tagger.parse(line).split()
-
-
 def segmenter_problem(lang: str) -> str | None:
     """Why ``lcb_tokens`` cannot segment ``lang`` here (one line), or None when it can."""
-    if lang not in ("zh", "ja"):
-        return None
-    try:
-        _segmenter(lang)
-    except (ImportError, RuntimeError) as exc:
-        package = "jieba" if lang == "zh" else "fugashi and unidic-lite"
-        return f"scoring {lang} needs {package} (LCB's word segmenter): pip install {package.replace(' and ', ' ')} ({exc})"
-    return None
+    return wordcut.problem(lang)
 
 
 def lcb_tokens(line: str, lang: str = "fr") -> list[str]:
-    """A line's tokens as LCB counts them: jieba's words for Chinese, fugashi's for
-    Japanese, whitespace tokens (``str.split``) for every other language."""
-    return _segmenter(lang)(line) if lang in ("zh", "ja") else line.split()
+    """A line's tokens as LCB counts them: jieba's words without the spaces for Chinese,
+    fugashi's for Japanese (``metrics.wordcut``), whitespace tokens (``str.split``) for
+    every other language."""
+    if lang == "zh":
+        return [w for w in wordcut.chinese_words(line) if w.strip()]
+    return wordcut.japanese_tagger().parse(line).split() if lang == "ja" else line.split()
+
+
+def _has_tokens(line: str, lang: str, least: int) -> bool:
+    """``len(lcb_tokens(line, lang)) >= least``; in Chinese, counted block by block and
+    stopped once there are enough."""
+    if lang != "zh":
+        return len(lcb_tokens(line, lang)) >= least
+    found = 0
+    for words in wordcut.chinese_blocks(line):
+        found += sum(1 for w in words if w.strip())
+        if found >= least:
+            return True
+    return False
 
 
 def lcb_lines(text: str, min_tokens: int = 5, lang: str = "fr") -> list[str]:
@@ -211,7 +203,7 @@ def lcb_lines(text: str, min_tokens: int = 5, lang: str = "fr") -> list[str]:
     least ``min_tokens`` tokens (``lcb_tokens``). Nothing else is changed: a no-break space
     or a tab stays inside the line that goes to fastText."""
     normal = (text or "").split("\nQ:")[0].strip().translate(_LCB_TABLE)
-    return [ln for ln in normal.split("\n") if len(lcb_tokens(ln, lang)) >= min_tokens]
+    return [ln for ln in normal.split("\n") if _has_tokens(ln, lang, min_tokens)]
 
 
 def lcb_line_pass(text: str, lang: str = "fr", threshold: float = 0.3, min_tokens: int = 5) -> float | None:

@@ -91,9 +91,9 @@ def _same_steps(text):
     assert ours._extract_ngrams() == stock._extract_ngrams()
     from langdetect.lang_detect_exception import LangDetectException
 
-    def verdict(detector):
+    def verdict(detector):  # every language's probability, each the same float
         try:
-            return detector.detect()
+            return [(x.lang, float(x.prob)) for x in detector.get_probabilities()]
         except LangDetectException:
             return "unknown"
 
@@ -112,7 +112,7 @@ def test_the_cross_checks_faster_reading_gives_langdetects_own_steps_on_committe
         with open(path, encoding="utf-8") as fh:
             texts += [json.loads(line)["resps"][0][0] for line in fh]
     assert len(texts) > 1000
-    for text in texts[::25]:  # every language and model of the committed runs
+    for text in texts[::10]:  # every language and model of the committed runs
         _same_steps(text)
 
 

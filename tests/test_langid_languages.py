@@ -138,6 +138,34 @@ def test_lcb_counts_chinese_and_japanese_lines_in_words_as_lcb_does():
     assert drift.lcb_line_pass("我今天在北京吃了烤鸭。然后我们去了公园散步，天气非常好。", "zh") == 1.0
 
 
+def _committed_chinese() -> list[str]:
+    root = os.path.join(os.path.dirname(DATA), "..", "..", "docs", "results")
+    out = []
+    for path in glob.glob(os.path.join(root, "**", "samples_drift_zh_*.jsonl"), recursive=True):
+        out += [s["resps"][0][0] for s in read_jsonl(path, "samples file")]
+    return out
+
+
+def test_chinese_words_are_jiebas_on_every_committed_chinese_answer_and_line():
+    """``wordcut.chinese_words`` cuts each jieba block once and remembers it: on every
+    committed Chinese answer (single turns and whole conversations), and on each of LCB's
+    lines of it, the words are ``jieba.cut``'s, and the line count that stops early agrees
+    with counting them all."""
+    import jieba
+
+    from drift_eval.metrics import wordcut
+
+    answers = _committed_chinese()
+    assert len(answers) >= 350
+    for answer in answers:
+        assert wordcut.chinese_words(answer) == list(jieba.cut(answer))
+        normal = answer.split("\nQ:")[0].strip().translate(drift._LCB_TABLE)
+        for line in normal.split("\n"):
+            counted = len([w for w in jieba.cut(line) if w.strip()])
+            assert drift.lcb_tokens(line, "zh") == [w for w in jieba.cut(line) if w.strip()]
+            assert drift._has_tokens(line, "zh", 5) == (counted >= 5)
+
+
 @pytest.mark.parametrize("lang, restated, plain", [
     ("ja", "はい、日本語だけで答えます。東京の天気は晴れです。", "東京の天気は晴れです。明日も晴れるでしょう。"),
     ("de", "Wie gewünscht antworte ich nur auf Deutsch: Berlin ist groß.", "Berlin ist eine große Stadt mit vielen Parks."),
