@@ -37,7 +37,7 @@ def test_a_worker_loads_the_tasks_own_function_from_its_file(french_tasks):
         path, attr = scoring.function_of(task)
         assert os.path.samefile(path, task.config.process_results.__code__.co_filename) and attr == "process_results"
         doc, answer = list(task.eval_docs)[0], Answer(FRENCH)
-        assert scoring._score(path, attr, doc, [answer]) == task.config.process_results(doc, [answer])
+        assert scoring._score(path, attr, doc, [answer])[0] == task.config.process_results(doc, [answer])
     assert scoring.function_of(object()) is None
 
 
@@ -98,9 +98,14 @@ def test_a_run_scored_by_workers_logs_the_same_samples_and_results(smollm2_dir, 
                          "--device", "cpu", "--metadata", f'{{"scoring_workers": {workers}}}',
                          "--output_path", out, "--log_samples"])
         assert r.returncode == 0, r.stderr[-3000:]
-        handed = [ln for ln in r.stderr.splitlines() if "scoring processes while the run goes on" in ln]
-        assert len(handed) == (1 if workers else 0), handed  # one generate_until call: both tasks' answers
-        assert not workers or "scoring: 16 answers handed to 2 scoring processes" in handed[0]
+        # one generate_until call (both tasks' answers), sent in lm-eval's two batches of 8, the
+        # first batch's answers scored while the second is generated
+        progress = [ln for ln in r.stderr.splitlines() if "answers generated" in ln]
+        assert progress and "drift_french_single, drift_ja_single: 16 of 16 answers generated" in progress[-1], progress
+        assert ("scored while generating" in progress[-1]) == bool(workers), progress
+        summary = [ln for ln in r.stderr.splitlines() if "drift tasks:" in ln]
+        assert len(summary) == 1 and "scoring: 16 documents" in summary[0], summary
+        assert "in the main process after generation" in summary[0]
         runs[workers] = out
     for task in ("drift_french_single", "drift_ja_single"):
         assert samples_of(runs[2], task) == samples_of(runs[0], task)

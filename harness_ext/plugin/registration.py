@@ -183,16 +183,23 @@ def wrap_evaluate(evaluator_module) -> None:
 
     @functools.wraps(original)
     def evaluate(*args, **kwargs):
+        # imported here: this module runs at start-up, the wrapper only for a run
+        from drift_eval.logs import log
+        from drift_eval.plugin.progress import RUN
         from drift_eval.plugin.wrapper import for_run, tasks_of
 
         given = signature.bind_partial(*args, **kwargs).arguments
         wrapped = for_run(given.get("lm"), tasks_of(given.get("task_dict")), given.get("apply_chat_template", False))
-        if wrapped is not None:
-            if "lm" in kwargs:
-                kwargs["lm"] = wrapped
-            else:
-                args = (wrapped, *args[1:])
-        return original(*args, **kwargs)
+        if wrapped is None:
+            return original(*args, **kwargs)
+        if "lm" in kwargs:
+            kwargs["lm"] = wrapped
+        else:
+            args = (wrapped, *args[1:])
+        RUN.reset()
+        results = original(*args, **kwargs)
+        log.info(RUN.summary())  # how the run's time went: generation, and scoring on and off its critical path
+        return results
 
     evaluate._drift_wrapped = True
     evaluator_module.evaluate = evaluate

@@ -5,8 +5,9 @@ of the run has been generated (``process_results``). A drift answer's scores cos
 milliseconds (the language of each segment, loops, word lists: ``drift_eval.metrics``), so
 at a family's size they add minutes after the engine has finished. Here, each drift
 answer is handed to a pool of worker processes as soon as the model wrapper returns it
-(``DriftLM``: after each ``generate_until`` call and each batch of conversations), while
-the run's next requests are generated. When lm-eval then calls the task's
+(``DriftLM``: after each of lm-eval's batches of a ``generate_until`` call, where those are
+known in advance, ``drift_eval.plugin.batches``; else after the call; and after each batch
+of conversations), while the run's next requests are generated. When lm-eval then calls the task's
 ``process_results`` for that answer (``YamlTask.process_results``), it takes the worker's
 result (``take``) instead of computing it again.
 
@@ -21,7 +22,8 @@ result (``take``) instead of computing it again.
 * The pool has ``scoring_workers`` processes (the run's ``--metadata``; ``auto``: one per
   core this process may use, at most ``MAX_WORKERS``; ``0``: none, every answer is scored
   in the main process). It starts for the first call that brings at least ``MIN_ANSWERS``
-  answers, so a short run does not pay for it, and stops when the process ends. Its
+  answers, so a short run does not pay for it, and stops when the process ends. Each
+  worker reports the CPU time it spent (``progress.RUN``). Its
   processes are forked where the system can (Linux): they share the loaded language-ID
   model and word lists with the main process, and, unlike spawned ones, never import the
   user's script again (a script that calls lm-eval without an ``if __name__ ==
@@ -35,8 +37,10 @@ import atexit
 import importlib.util
 import os
 import threading
+import time
 
 from drift_eval.errors import DriftUsageError
+from drift_eval.plugin.progress import RUN
 from drift_eval.settings import parse_number
 
 MAX_WORKERS = 8
@@ -93,14 +97,15 @@ _LOADED: dict = {}  # in a worker: the task files it loaded, by path
 
 def _score(path: str, name: str, doc, results):
     """In a worker: the task's ``process_results`` (``name`` in the file ``path``, loaded
-    once) on one document."""
+    once) on one document, and the CPU seconds it took."""
+    started = time.process_time()
     module = _LOADED.get(path)
     if module is None:
         spec = importlib.util.spec_from_file_location(f"drift_scoring_task_{len(_LOADED)}", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         _LOADED[path] = module
-    return getattr(module, name)(doc, results)
+    return getattr(module, name)(doc, results), time.process_time() - started
 
 
 class Pool:
@@ -113,11 +118,13 @@ class Pool:
         self._pending: dict = {}  # id(answer) -> (answer, task name, future)
         self.submitted = self.taken = 0  # answers handed to the workers, and scores read back from them
 
-    def submit(self, workers: int, items) -> int:
+    def submit(self, workers: int, items, expected: int | None = None) -> int:
         """Hand ``items`` ((task, doc, answer) each) to ``workers`` processes; returns how many
-        went. Nothing goes when ``workers`` is 0 or there are fewer than ``MIN_ANSWERS``."""
+        went. Nothing goes when ``workers`` is 0, or when the call that brings them brings
+        fewer than ``MIN_ANSWERS`` in all (``expected``, where it brings them batch by
+        batch; else ``items`` themselves)."""
         items = [(task, doc, answer) for task, doc, answer in items if isinstance(answer, str)]
-        if workers <= 0 or len(items) < MIN_ANSWERS:
+        if workers <= 0 or not items or max(len(items), expected or 0) < MIN_ANSWERS:
             return 0
         executor = self._start(workers)
         sent = 0
@@ -143,12 +150,18 @@ class Pool:
                 return None
             del self._pending[id(results[0])]
         try:
-            scores = entry[2].result()
+            scores, cpu = entry[2].result()
         except Exception:  # noqa: BLE001 (a worker that died, or raised: the main process scores it, and raises there)
             return None
         with self._lock:
             self.taken += 1
+        RUN.scored_aside(cpu)
         return scores
+
+    def finished(self) -> int:
+        """Answers scored by the workers so far (read back or waiting to be)."""
+        with self._lock:
+            return self.taken + sum(1 for _, _, future in self._pending.values() if future.done())
 
     def _start(self, workers: int):
         with self._lock:

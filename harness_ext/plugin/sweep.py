@@ -34,8 +34,10 @@ conversion cache was keyed by content goes on with the converted folder it began
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
+import logging
 import os
 import shutil
 import sys
@@ -48,6 +50,7 @@ from drift_eval.decide.runfile import read_run_file
 from drift_eval.errors import DriftUsageError
 from drift_eval.files import check_output_folder, folder_lock, move_aside, write_json_atomic
 from drift_eval.plugin import answer_cache
+from drift_eval.logs import log as plugin_log
 from drift_eval.plugin.request_types import CONVERSATION, TYPES
 from drift_eval.settings import int_option, parse_settings
 
@@ -64,6 +67,31 @@ def _log(line: str) -> None:
     """A progress line, out at once even when stdout is a pipe (a CI log, ``| tee``), its
     control and format characters escaped (it names models and folders)."""
     print(inert.terminal(line), flush=True)
+
+
+class _Lines(logging.Handler):
+    def __init__(self, log, warn):
+        super().__init__(logging.INFO)
+        self.log, self.warn = log, warn
+
+    def emit(self, record):
+        (self.warn if record.levelno >= logging.WARNING else self.log)(record.getMessage())
+
+
+@contextlib.contextmanager
+def _plugin_lines(log, warn):
+    """The plugin's own log lines (``drift_eval.logs``: progress while a setting generates,
+    how each setting's time went, warnings) shown among the sweep's, for its duration."""
+    handler, level, propagate = _Lines(log, warn), plugin_log.level, plugin_log.propagate
+    plugin_log.addHandler(handler)
+    plugin_log.setLevel(logging.INFO)
+    plugin_log.propagate = False  # not twice where lm-eval's handler is set up
+    try:
+        yield
+    finally:
+        plugin_log.removeHandler(handler)
+        plugin_log.setLevel(level)
+        plugin_log.propagate = propagate
 
 
 # ------------------------------------------------------------------------ the folder
@@ -391,8 +419,9 @@ def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limi
                 _write_manifest(output, planned, options)
             log(f"sweep complete: {len(labels)} settings in {output}")
             return status
-        _sweep(output, todo, labels, planned, options, task_list, margs, meta, gen, limit, batch_size, device,
-               bool(apply_chat_template), use_cache, status, log, warn, stop_at)
+        with _plugin_lines(log, warn):
+            _sweep(output, todo, labels, planned, options, task_list, margs, meta, gen, limit, batch_size, device,
+                   bool(apply_chat_template), use_cache, status, log, warn, stop_at)
     log(f"sweep complete: {len(labels)} settings in {output}")
     return status
 

@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import json
+import time
 
 from lm_eval.api.task import ConfigurableTask
 
 from drift_eval import __version__
 from drift_eval.errors import DriftUsageError
 from drift_eval.plugin.chat import InstructionKeeping
+from drift_eval.plugin.progress import RUN
+from drift_eval.plugin.scoring import POOL
 from drift_eval.settings import int_option
 
 
@@ -69,10 +72,11 @@ class YamlTask(ConfigurableTask):
         """lm-eval's, or, for an answer the model wrapper handed to the scoring processes
         while the run went on, their result: the same function on the same document and
         answer (``drift_eval.plugin.scoring``)."""
-        from drift_eval.plugin.scoring import POOL
-
+        started = time.perf_counter()
         taken = POOL.take(self.config.task, results)
-        return taken if taken is not None else super().process_results(doc, results)
+        scores = taken if taken is not None else super().process_results(doc, results)
+        RUN.scored(time.perf_counter() - started)
+        return scores
 
     def request(self, doc, request_type, argument, gen_kwargs=None, **kwargs):
         """One request of the drift ``request_type`` (a ``drift_eval.plugin.request_types``

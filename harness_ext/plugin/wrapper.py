@@ -31,17 +31,20 @@ instruction in templates without a system role by rendering through
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
+import time
 import weakref
 
 from drift_eval import inert
 from drift_eval.errors import DriftUsageError
 from drift_eval.logs import log
-from drift_eval.plugin import backends, chat, reasoning, scoring, servers
+from drift_eval.plugin import backends, batches, chat, reasoning, scoring, servers
 from drift_eval.plugin.answers import Answer, meta_of
 from drift_eval.plugin.chat import InstructionKeeping, probe
+from drift_eval.plugin.progress import RUN
 from drift_eval.plugin.request_types import CONVERSATION, TYPES
 from drift_eval.settings import CONVERSATION_CACHE_MB, conversation_cache_setting
 
@@ -113,18 +116,22 @@ class DriftLM:
         """``serve`` (a request type's serving function), with its answers handed to the
         scoring processes as it returns them (``drift_eval.plugin.scoring``)."""
         def scored(requests, *args, **kwargs):
+            started = time.perf_counter()
             answers = serve(requests, *args, **kwargs)
+            RUN.generated(time.perf_counter() - started, answers)
             self._to_scoring(requests, answers)
             return answers
 
         return scored
 
-    def _to_scoring(self, requests, answers) -> None:
+    def _to_scoring(self, requests, answers, expected: int | None = None, quiet: bool = False) -> None:
+        """``answers`` to the scoring processes; ``expected``: how many answers the whole
+        call brings (the pool starts for a call of at least ``scoring.MIN_ANSWERS``)."""
         if self.scoring_workers and self.tasks:
             sent = scoring.POOL.submit(self.scoring_workers, [
                 (self.tasks[r.task_name], r.doc, a) for r, a in zip(requests, answers)
-                if getattr(r, "task_name", None) in self.tasks])
-            if sent:
+                if getattr(r, "task_name", None) in self.tasks], expected=expected)
+            if sent and not quiet:
                 log.info(f"scoring: {sent} answers handed to {self.scoring_workers} scoring processes while the run "
                          f"goes on")
 
@@ -158,12 +165,48 @@ class DriftLM:
         if others:  # exactly the call lm-eval makes without the drift tasks
             for i, a in zip(others, self.lm.generate_until([requests[i] for i in others], *args, **kwargs)):
                 out[i] = a
-        mine = [requests[i] for i in drift]
-        answers = self.generate_drift(mine, self.lm, *args, **kwargs)
-        for i, a in zip(drift, answers):
+        for i, a in zip(drift, self._batch_by_batch([requests[i] for i in drift], args, kwargs)):
             out[i] = a
-        self._to_scoring(mine, answers)
         return out
+
+    def _batch_by_batch(self, requests, args, kwargs) -> list:
+        """The drift requests of one ``generate_until`` call, handed to the model one of its
+        own batches at a time where those are known in advance (``batches.lm_eval_batches``:
+        the same batches, so the same answers), each batch's answers to the scoring
+        processes as it returns, with a progress line (``progress.RUN``); else in one call."""
+        plan = None
+        if not args and not self._reasons_first(self.lm, args):
+            plan = batches.lm_eval_batches(self.model, self.backend.model, self._prepared(requests)[0])
+        if not plan or len(plan) == 1:
+            started = time.perf_counter()
+            answers = self.generate_drift(requests, self.lm, *args, **kwargs)
+            RUN.generated(time.perf_counter() - started, answers)
+            self._to_scoring(requests, answers, expected=len(requests))
+            return answers
+        tokens_shown = contextlib.nullcontext()
+        if self.lm is self.model:  # the progress lines below stand for lm-eval's bar of the call
+            kwargs = {**kwargs, "disable_tqdm": True}
+            showing = getattr(self.model, "turn_progress", None)  # hf-drift: each batch's tokens all the same
+            tokens_shown = showing(True) if callable(showing) else tokens_shown
+        with tokens_shown:
+            return self._each_batch(requests, plan, kwargs)
+
+    def _each_batch(self, requests, plan, kwargs) -> list:
+        task = ", ".join(sorted({getattr(r, "task_name", None) or "drift" for r in requests}))
+        answers, done, scored_before = [None] * len(requests), 0, scoring.POOL.finished()
+        for n, idx in enumerate(plan, 1):
+            started = time.perf_counter()
+            got = self.generate_drift([requests[i] for i in idx], self.lm, **kwargs)
+            RUN.generated(time.perf_counter() - started, got)
+            for i, a in zip(idx, got):
+                answers[i] = a
+            self._to_scoring([requests[i] for i in idx], got, expected=len(requests), quiet=True)
+            done += len(idx)
+            scored = scoring.POOL.finished() - scored_before if self.scoring_workers else None
+            line = RUN.line(task, done, len(requests), scored, force=n == len(plan))
+            if line:
+                log.info(line)
+        return answers
 
     def generate_drift(self, requests, target=None, *args, **kwargs):
         """Drift requests through ``target`` (the wrapped model by default): the forced
