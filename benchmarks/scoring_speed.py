@@ -1,19 +1,26 @@
-"""Scoring time of one forced answer, per language: the task's whole ``process_results``,
-and within it the seeded ``langdetect`` cross-check, langdetect's own reading against the
-project's (``drift_eval.metrics.crosscheck``: the same verdicts, shown in tests/test_langid.py).
+"""Scoring time of one answer, per language, through lm-eval's task API (``process_results``
+of ``drift_L_single``): this tree against a baseline install of the package, in alternating
+rounds.
 
 The answers are the committed single-turn answers of every language (docs/results/languages:
-SmolLM2 and Qwen2.5-Coder, every compensation setting; 256 tokens each), the ``--answers``
-longest per language, and one long answer planted from them (the eight joined by blank
-lines: about 2 048 tokens, the French protocol's forced length), scored through lm-eval's
-task API (``TaskManager`` -> ``process_results``). Each
-round times, per language, the three passes in an order rotated from round to round,
-in process CPU time; the cross-check's cache of words is emptied before each of its passes,
-so that every pass starts cold. Per-answer figures are medians over rounds. "Before" is the
-whole scoring time with langdetect's own reading in place of the project's: the measured
-whole time, less the project's cross-check, plus langdetect's (computed, not timed whole).
+SmolLM2 and Qwen2.5-Coder, every compensation setting; 256 tokens each): the ``--answers``
+longest per language, and one long answer planted from the eight longest (joined by blank
+lines: about 2 048 tokens, the French protocol's forced length). Three figures per language,
+in process CPU time:
 
-    python benchmarks/scoring_speed.py [--answers 8] [--rounds 5] [--json FILE]
+* ``short``: one of the 256-token answers, in a warm process (see ``warm``);
+* ``long_cold``: the planted long answer with every cache of the scoring emptied before it
+  (the cross-check's words, the Chinese word blocks): the first answer a process scores;
+* ``long_warm``: the planted long answer after the language's other committed answers (not
+  the eight it is made of) went through the same process, as earlier answers of a run do.
+
+Each round runs one fresh process per package (this tree, then the baseline, the order
+swapped every round); each process warms up on answers it does not time, then times every
+language once. Figures are medians over rounds; the ratio is the median of the per-round
+ratios. ``--baseline DIR``: a folder holding another ``drift_eval`` (``pip install --no-deps
+--target DIR .`` at an earlier commit); without it only this tree is timed.
+
+    python benchmarks/scoring_speed.py [--answers 8] [--rounds 3] [--baseline DIR] [--json FILE]
 """
 from __future__ import annotations
 
@@ -22,20 +29,17 @@ import glob
 import json
 import os
 import statistics
+import subprocess
 import sys
+import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-from _timing import rotated_rounds  # noqa: E402
-
-from drift_eval.files import write_json_atomic  # noqa: E402
-from drift_eval.metrics import crosscheck  # noqa: E402
-
-ROOT = os.path.join(os.path.dirname(__file__), "..", "docs", "results", "languages")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "results", "languages")
 LANGS = ["ar", "de", "es", "fr", "hi", "id", "it", "ja", "ko", "pt", "ru", "tr", "vi", "zh"]
+FIGURES = ("short", "long_cold", "long_warm")
 
 
-def answers(lang: str, n: int) -> list[tuple[str, int]]:
-    """(text, answer tokens) of the ``n`` longest committed single-turn answers in ``lang``."""
+def answers(lang: str) -> list[tuple[str, int]]:
+    """(text, answer tokens) of every committed single-turn answer in ``lang``, longest first."""
     found = []
     for path in glob.glob(os.path.join(ROOT, "*_single", lang, "**", f"samples_drift_{lang}_single_*.jsonl"),
                           recursive=True):
@@ -43,72 +47,109 @@ def answers(lang: str, n: int) -> list[tuple[str, int]]:
             for line in fh:
                 s = json.loads(line)
                 found.append((s["resps"][0][0], int(s.get("answer_tokens") or 0)))
-    return sorted(found, key=lambda a: -a[1])[:n]
+    return sorted(found, key=lambda a: -a[1])
 
 
-def stock_langdetect(text: str) -> str:
-    from langdetect.detector import Detector
-    from langdetect.lang_detect_exception import LangDetectException
+def _clear_caches() -> None:
+    """Empty every cache the scoring keeps between answers (those a package has)."""
+    from drift_eval.metrics import crosscheck
 
-    d = Detector(crosscheck._factory())
-    d.append(text)
+    crosscheck.clear_cache()
     try:
-        return d.detect()
-    except LangDetectException:
-        return crosscheck.UNKNOWN
+        from drift_eval.metrics import wordcut
+    except ImportError:  # a baseline from before the Chinese word blocks were kept
+        return
+    wordcut.clear_cache()
+
+
+def worker(n_answers: int) -> dict:
+    """One round in this process: {language: {figure: milliseconds}}."""
+    from lm_eval.tasks import TaskManager, get_task_dict
+
+    tasks = get_task_dict([f"drift_{lang}_single" for lang in LANGS], TaskManager())
+    out = {}
+    for lang in LANGS:
+        task = tasks[f"drift_{lang}_single"]
+        doc = task.eval_docs[0]
+        found = answers(lang)
+        timed, others = [t for t, _ in found[:n_answers]], [t for t, _ in found[max(n_answers, 8):]]
+        long = "\n\n".join(t for t, _ in found[:8])
+
+        def score(text):
+            t0 = time.process_time()
+            task.process_results(doc, [text])
+            return time.process_time() - t0
+
+        for text in others:  # loads the language model and every word list these answers need
+            score(text)
+        _clear_caches()
+        long_cold = score(long)
+        _clear_caches()
+        for text in others:
+            score(text)
+        long_warm = score(long)
+        _clear_caches()
+        for text in others:
+            score(text)
+        short = statistics.median(score(t) for t in timed)
+        out[lang] = {"short": 1000 * short, "long_cold": 1000 * long_cold, "long_warm": 1000 * long_warm,
+                     "long_tokens": sum(k for _, k in found[:8]), "warm_answers": len(others)}
+    return out
+
+
+def _round(n_answers: int, baseline: str | None) -> dict:
+    env = dict(os.environ)
+    if baseline:
+        env["PYTHONPATH"] = os.pathsep.join([baseline, *filter(None, [env.get("PYTHONPATH")])])
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", "--answers", str(n_answers)],
+                          env=env, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise SystemExit(f"a scoring round failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--answers", type=int, default=8)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--baseline", help="a folder holding the drift_eval package to compare with")
     ap.add_argument("--json")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.answers < 1 or args.rounds < 1:
         print("error: --answers and --rounds must be at least 1", file=sys.stderr)
         return 2
-    from lm_eval.tasks import TaskManager, get_task_dict
+    if args.baseline and not os.path.isdir(os.path.join(args.baseline, "drift_eval")):
+        print(f"error: --baseline {args.baseline} holds no drift_eval package", file=sys.stderr)
+        return 2
+    if args.worker:
+        print(json.dumps(worker(args.answers)))
+        return 0
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from drift_eval.files import write_json_atomic
 
-    tasks = get_task_dict([f"drift_{lang}_single" for lang in LANGS], TaskManager())
+    packages = [("after", None)] + ([("before", args.baseline)] if args.baseline else [])
+    rounds: dict = {name: [] for name, _ in packages}
+    for r in range(args.rounds):
+        for name, folder in packages[r % len(packages):] + packages[:r % len(packages)]:
+            rounds[name].append(_round(args.answers, folder))
+        print(f"round {r + 1} of {args.rounds} done", file=sys.stderr, flush=True)
     rows = []
     for lang in LANGS:
-        task = tasks[f"drift_{lang}_single"]
-        doc = task.eval_docs[0]
-        found = answers(lang, args.answers)
-        tokens = [k for _, k in found]
-        texts = [t for t, _ in found]
-        texts.append("\n\n".join(t for t, _ in found[:8]))  # the planted long answer
-        long_tokens = sum(tokens[:8])
-        assert [stock_langdetect(t) for t in texts] == [crosscheck.detect(t) for t in texts]
-        task.process_results(doc, [texts[0]])  # the language model and word lists are loaded once
-
-        row = {"language": lang, "answers": len(texts) - 1, "answer_tokens_median": statistics.median(tokens),
-               "long_answer_tokens": long_tokens}
-        for label, part in (("", texts[:-1]), ("long_", texts[-1:])):
-            def whole(part=part):
-                crosscheck.clear_cache()
-                for t in part:
-                    task.process_results(doc, [t])
-
-            def ours(part=part):
-                crosscheck.clear_cache()
-                for t in part:
-                    crosscheck.detect(t)
-
-            def theirs(part=part):
-                for t in part:
-                    stock_langdetect(t)
-
-            times = rotated_rounds([("whole", whole), ("crosscheck", ours), ("langdetect", theirs)], args.rounds)
-            ms = {k: 1000 * statistics.median(v) / len(part) for k, v in times.items()}
-            row.update({f"{label}after_ms": round(ms["whole"], 2),
-                        f"{label}before_ms": round(ms["whole"] - ms["crosscheck"] + ms["langdetect"], 2),
-                        f"{label}crosscheck_ms": round(ms["crosscheck"], 2),
-                        f"{label}langdetect_ms": round(ms["langdetect"], 2)})
+        row = {"language": lang, "long_tokens": rounds["after"][0][lang]["long_tokens"],
+               "warm_answers": rounds["after"][0][lang]["warm_answers"]}
+        for name in rounds:
+            for fig in FIGURES:
+                row[f"{fig}_{name}_ms"] = round(statistics.median(x[lang][fig] for x in rounds[name]), 2)
+        if args.baseline:
+            for fig in FIGURES:
+                row[f"{fig}_ratio"] = round(statistics.median(
+                    a[lang][fig] / b[lang][fig] for a, b in zip(rounds["after"], rounds["before"])), 3)
         rows.append(row)
         print(json.dumps(row), flush=True)
-    out = {"command": f"python benchmarks/scoring_speed.py --answers {args.answers} --rounds {args.rounds}",
-           "clock": "process CPU time, one process", "rows": rows}
+    command = f"python benchmarks/scoring_speed.py --answers {args.answers} --rounds {args.rounds}"
+    out = {"command": command + (" --baseline DIR" if args.baseline else ""),
+           "clock": "process CPU time, one fresh process per package and round", "rows": rows}
     if args.json:
         write_json_atomic(args.json, out, indent=2)
     return 0
