@@ -192,7 +192,8 @@ class DriftLM:
             return self._each_batch(requests, plan, kwargs)
 
     def _each_batch(self, requests, plan, kwargs) -> list:
-        task = ", ".join(sorted({getattr(r, "task_name", None) or "drift" for r in requests}))
+        names = sorted({getattr(r, "task_name", None) or "drift" for r in requests})
+        task = ", ".join(names) if len(names) <= 3 else f"{len(names)} drift tasks"  # a family's call: 28
         answers, done, scored_before = [None] * len(requests), 0, scoring.POOL.finished()
         for n, idx in enumerate(plan, 1):
             started = time.perf_counter()
