@@ -1,6 +1,7 @@
 """What a run with drift tasks spends its time on, measured, and progress lines that say so.
 
-``RUN`` keeps, for the current ``evaluate`` call (reset when the drift wrapper is made):
+``RUN`` keeps, for the current run (reset when lm-eval's ``evaluate`` starts one with drift
+tasks, ``drift_eval.plugin.registration``):
 
 * ``generation``: seconds inside the model's generation calls for drift requests, and
   the answers and tokens they returned;

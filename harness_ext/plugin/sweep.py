@@ -49,8 +49,8 @@ from drift_eval.decide.results import MANIFEST, read_manifest
 from drift_eval.decide.runfile import read_run_file
 from drift_eval.errors import DriftUsageError
 from drift_eval.files import check_output_folder, folder_lock, move_aside, write_json_atomic
-from drift_eval.plugin import answer_cache
 from drift_eval.logs import log as plugin_log
+from drift_eval.plugin import answer_cache
 from drift_eval.plugin.request_types import CONVERSATION, TYPES
 from drift_eval.settings import int_option, parse_settings
 
