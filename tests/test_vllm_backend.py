@@ -10,10 +10,12 @@ import importlib.util
 import json
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
-from helpers import LM_EVAL, results_of, run_lm_eval, samples_of
+from helpers import ENV, LM_EVAL, results_of, run_lm_eval, samples_of
 
 REQUIRED = os.environ.get("DRIFT_REQUIRE_VLLM") == "1"
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
@@ -114,3 +116,42 @@ def test_vllm_forces_a_reasoning_models_visible_answer_and_scores_its_trace_apar
         assert s["forced_length"] == 1.0 and s["answer_tokens"] == float(TOKENS), (s["answer_tokens"], answer)
         assert s["trace_tokens"] > 0 and s["trace_kept"] in (0.0, 1.0) and "</think>" not in answer, s
     assert {s["doc_id"]: s["resps"] for s in runs["vllm"]} == {s["doc_id"]: s["resps"] for s in runs["hf"]}
+
+
+BATCH_BY_BATCH = r"""
+import dataclasses, json, sys
+from lm_eval.models.vllm_causallms import VLLM
+from lm_eval.tasks import TaskManager
+from drift_eval.plugin import backends, batches
+from drift_eval.plugin.wrapper import DriftLM
+
+lm = VLLM(pretrained=sys.argv[1], dtype="float32", distributed_executor_backend="uni", max_model_len=2048, seed=0,
+          batch_size=2)
+task = TaskManager().load(["drift_french_single"])["tasks"]["drift_french_single"]
+task.build_all_requests(limit=5, rank=0, world_size=1, apply_chat_template=True, chat_template=lm.apply_chat_template)
+requests = [dataclasses.replace(i, arguments=(i.args[0], {**i.args[1], "max_gen_toks": 16, backends.FORCE_KWARG: 16}))
+            for i in task.instances]
+contexts = [r.args[0] for r in requests]
+wrapper = DriftLM(lm, {"drift_french_single": task})
+print(json.dumps({
+    "contexts": contexts,
+    "lengths": [len(lm.tok_encode(c)) for c in contexts],
+    "batch_lengths": [len(x) for x in lm.tok_encode(contexts)],  # how lm-eval's vllm generate_until measures them
+    "plan": batches.lm_eval_batches(lm, "vllm", wrapper._prepared(requests)[0]),
+    "one": [[str(a), a.meta.get("tokens")] for a in wrapper.generate_drift(requests, lm)],
+    "by_batch": [[str(a), a.meta.get("tokens")] for a in wrapper.generate_until(requests)]}))
+"""
+
+
+def test_vllm_batch_by_batch_gives_the_answers_of_one_call(smollm2_dir):
+    """With a whole-number ``--batch_size`` the wrapper sends vLLM lm-eval's own batches one
+    at a time (``drift_eval.plugin.batches``): it measures the prompts as lm-eval does, and
+    the answers and vLLM's counts are those of one call."""
+    r = subprocess.run([sys.executable, "-c", BATCH_BY_BATCH, smollm2_dir], capture_output=True, text=True,
+                       env=dict(os.environ, **ENV, **VLLM_ENV), timeout=900)
+    assert r.returncode == 0, r.stderr[-4000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["lengths"] == got["batch_lengths"] and len(set(got["lengths"])) > 1
+    order = sorted(range(5), key=lambda i: (-got["lengths"][i], got["contexts"][i]))  # lm-eval's sort key
+    assert [len(b) for b in got["plan"]] == [2, 2, 1] and [i for b in got["plan"] for i in b] == order
+    assert got["by_batch"] == got["one"] and all(n == 16 for _, n in got["one"])
