@@ -6,6 +6,7 @@ value of ``drift_french_single``.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import string
 
@@ -180,21 +181,21 @@ def lcb_tokens(line: str, lang: str = "fr") -> list[str]:
     fugashi's for Japanese (``metrics.wordcut``), whitespace tokens (``str.split``) for
     every other language."""
     if lang == "zh":
-        return [w for w in wordcut.chinese_words(line) if w.strip()]
+        return list(_chinese_tokens(line))
     return wordcut.japanese_tagger().parse(line).split() if lang == "ja" else line.split()
 
 
+def _chinese_tokens(line: str):
+    """jieba's words of ``line`` without the spaces, cut block by block as they are read."""
+    return (w for words in wordcut.chinese_blocks(line) for w in words if w.strip())
+
+
 def _has_tokens(line: str, lang: str, least: int) -> bool:
-    """``len(lcb_tokens(line, lang)) >= least``; in Chinese, counted block by block and
-    stopped once there are enough."""
+    """``len(lcb_tokens(line, lang)) >= least``; in Chinese, the line is cut only until
+    there are enough."""
     if lang != "zh":
         return len(lcb_tokens(line, lang)) >= least
-    found = 0
-    for words in wordcut.chinese_blocks(line):
-        found += sum(1 for w in words if w.strip())
-        if found >= least:
-            return True
-    return False
+    return sum(1 for _ in itertools.islice(_chinese_tokens(line), least)) >= least
 
 
 def lcb_lines(text: str, min_tokens: int = 5, lang: str = "fr") -> list[str]:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import threading
 import time
 
+from drift_eval.plugin.answers import is_count
+
 EVERY = 30.0  # seconds between two progress lines
 
 
@@ -53,8 +55,7 @@ class RunClock:
     # ---------------------------------------------------------------- what the run reports
     def generated(self, seconds: float, answers) -> None:
         """One generation call of drift requests took ``seconds`` and returned ``answers``."""
-        counts = [(getattr(a, "meta", None) or {}).get("tokens") for a in answers]
-        counts = [n for n in counts if isinstance(n, int) and not isinstance(n, bool)]
+        counts = [n for n in ((getattr(a, "meta", None) or {}).get("tokens") for a in answers) if is_count(n)]
         with self._lock:
             self.generation += seconds
             self.answers += len(answers)

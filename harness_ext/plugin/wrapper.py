@@ -116,9 +116,7 @@ class DriftLM:
         """``serve`` (a request type's serving function), with its answers handed to the
         scoring processes as it returns them (``drift_eval.plugin.scoring``)."""
         def scored(requests, *args, **kwargs):
-            started = time.perf_counter()
-            answers = serve(requests, *args, **kwargs)
-            RUN.generated(time.perf_counter() - started, answers)
+            answers = _timed(serve, requests, *args, **kwargs)
             self._to_scoring(requests, answers)
             return answers
 
@@ -178,9 +176,7 @@ class DriftLM:
         if not args and not self._reasons_first(self.lm, args):
             plan = batches.lm_eval_batches(self.model, self.backend.model, self._prepared(requests)[0])
         if not plan or len(plan) == 1:
-            started = time.perf_counter()
-            answers = self.generate_drift(requests, self.lm, *args, **kwargs)
-            RUN.generated(time.perf_counter() - started, answers)
+            answers = _timed(self.generate_drift, requests, self.lm, *args, **kwargs)
             self._to_scoring(requests, answers, expected=len(requests))
             return answers
         tokens_shown = contextlib.nullcontext()
@@ -196,9 +192,7 @@ class DriftLM:
         task = ", ".join(names) if len(names) <= 3 else f"{len(names)} drift tasks"  # a family's call: 28
         answers, done, scored_before = [None] * len(requests), 0, scoring.POOL.finished()
         for n, idx in enumerate(plan, 1):
-            started = time.perf_counter()
-            got = self.generate_drift([requests[i] for i in idx], self.lm, **kwargs)
-            RUN.generated(time.perf_counter() - started, got)
+            got = _timed(self.generate_drift, [requests[i] for i in idx], self.lm, **kwargs)
             for i, a in zip(idx, got):
                 answers[i] = a
             self._to_scoring([requests[i] for i in idx], got, expected=len(requests), quiet=True)
@@ -408,6 +402,15 @@ class DriftLM:
     # ------------------------------------------------------------------ data-parallel runs
     def gather_object(self, obj, *args, **kwargs):
         return backends.fill_gathered_metrics(self.lm.gather_object(obj, *args, **kwargs), self.drift_tasks)
+
+
+def _timed(generate, requests, *args, **kwargs) -> list:
+    """``generate(requests, ...)``'s answers, its time and answers counted as generation
+    (``progress.RUN``)."""
+    started = time.perf_counter()
+    answers = generate(requests, *args, **kwargs)
+    RUN.generated(time.perf_counter() - started, answers)
+    return answers
 
 
 def _asks_length(gen) -> bool:
