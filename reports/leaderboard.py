@@ -1,7 +1,7 @@
 """``drift-eval leaderboard DIR... -o board.md|.csv|.json``: one row per (model, setting).
 
 Standard lm-eval results are the only input (any folders the results loader reads). The
-columns come from the task YAMLs (``drift_eval.tasks.metric_catalogue``): each group's
+columns come from the runs' metric definitions (``Output.catalogue``): each group's
 aggregate metric (the headline, ``drift_score``), every metric hinted ``report: summary``
 (single-turn fully French and echo, multi-turn last-3 and all-turns French, leaks per 1000
 words), the per-turn French rate (first and last turn), and α (the median over the
@@ -33,12 +33,12 @@ import statistics
 from drift_eval import inert
 from drift_eval.decide.results import load_output
 from drift_eval.errors import DriftUsageError
-from drift_eval.tasks import headline, hinted, metric_catalogue, series, series_points
+from drift_eval.catalogue import headline, hinted, series, series_points
 
 
 def columns(output) -> list:
     """(task, metric, is_headline) of the leaderboard, present in ``output``, in order."""
-    cat = metric_catalogue()
+    cat = output.catalogue
     present = {(t, m) for r in output.runs.values() for t, tr in r.tasks.items() for m in tr.values}
     from drift_eval.reports.sections.languages import family
 
@@ -55,10 +55,10 @@ def columns(output) -> list:
     return heads + summary
 
 
-def ranked_by(cols: list) -> tuple[str, bool] | None:
+def ranked_by(output, cols: list) -> tuple[str, bool] | None:
     """The column that ranks the rows (the first headline with a direction) and whether
     higher is better; None when no headline has one."""
-    cat = metric_catalogue()
+    cat = output.catalogue
     for t, m, is_head in cols:
         hib = cat.get(t, {}).get(m, {}).get("higher_is_better")
         if is_head and hib is not None:
@@ -119,7 +119,7 @@ def rows(output) -> tuple[list, list]:
     from drift_eval.reports.sections.languages import family
 
     cols = columns(output)
-    cat = metric_catalogue()
+    cat = output.catalogue
     _, inside = family(output)
     out = []
     for run in output.ordered_runs():
@@ -127,7 +127,7 @@ def rows(output) -> tuple[list, list]:
         key, answers = _answers(run)
         out.append({"model": run.model, "setting": run.setting, "answers": answers, "answers_key": key,
                     "cells": cells, "per_turn": _per_turn(run, cat, inside), "alpha_median": _alpha(run)})
-    head, higher = ranked_by(cols) or (None, True)
+    head, higher = ranked_by(output, cols) or (None, True)
     sign = 1 if higher else -1
     # runs of different versions of the ranking task define its metric differently: never ranked together
     versions = [r["cells"][head]["version"] if head and r["cells"].get(head) else None for r in out]
@@ -179,7 +179,7 @@ def markdown(output) -> str:
         cells = [_fmt(r["cells"][f"{t}/{m}"]) for t, m, _ in cols]
         named = [inert.markdown(x, cell=True) for x in (r["model"], r["setting"], r["answers"])]
         lines.append("| " + " | ".join([rank, *named, *cells, turn, alpha]) + " |")
-    by = ranked_by(cols)
+    by = ranked_by(output, cols)
     ranking = (f"Ranked by {by[0]} ({'higher' if by[1] else 'lower'} is better), by its 95% interval: rows that "
                f"share a rank (marked =) overlap and are tied. Rows are ranked only against rows whose answers were "
                f"made alike, at the same task version (the answers column). " if by else "No headline metric with a direction: rows are unranked. ")
@@ -230,7 +230,7 @@ def write_leaderboard(roots: list, path: str | None, fmt: str | None = None) -> 
     else:
         recs = records(output)
         if fmt == "json":
-            by = ranked_by(columns(output))
+            by = ranked_by(output, columns(output))
             text = inert.json_text({"ranked_by": by[0] if by else None, "rows": recs}, indent=2, ensure_ascii=False)
         else:
             buf = io.StringIO()

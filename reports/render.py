@@ -11,8 +11,8 @@ points. The report is built in rooms of its own:
 * ``writing.py``: the report file (and a Markdown report's plot files beside it);
 * ``svg.py`` (plots) and ``text.py`` (how numbers are written).
 
-Metric names, directions and roles come from the task YAMLs
-(``drift_eval.tasks.metric_catalogue``); no section names a task.
+Metric names, directions and roles come from the runs' recorded task definitions
+(``Output.catalogue``); no section names a task.
 """
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ import re
 
 from drift_eval.metrics import power, stats
 from drift_eval.reports.svg import PALETTE, line_plot
-from drift_eval.tasks import headline, label, task_info
+from drift_eval.catalogue import headline, label
+from drift_eval.tasks import task_info
 
 
 def finite(v) -> bool:
@@ -39,7 +40,8 @@ LONG_NAME = 15
 
 class Report:
     """What the sections share: the results, the catalogue (``cat``: metric names, roles and
-    directions from the task YAMLs; ``tasks``: each task's family and dataset options), the
+    directions as the runs recorded them, ``Output.catalogue``; ``tasks``: each task's family
+    and dataset options, from the task YAMLs), the
     optional policy outcome and baseline, and the records of every number shown."""
 
     def __init__(self, output, policy: str | None = None, baseline: str | None = None):
@@ -72,7 +74,7 @@ class Report:
                              "task": task, "metric": metric, "statistic": statistic, "value": _clean(value), **extra})
 
     def direction(self, task: str, metric: str, run=None):
-        """``higher_is_better`` of a metric: the results file's, else the task YAML's."""
+        """``higher_is_better`` of a metric: the results file's, else its recorded definition's."""
         tr = run.tasks.get(task) if run is not None else None
         hib = tr.higher_is_better.get(metric) if tr is not None else None
         return hib if hib is not None else (self.cat.get(task, {}).get(metric) or {}).get("higher_is_better")

@@ -92,6 +92,18 @@ def _task_block(name, samples, metrics):
     return block
 
 
+def recorded_configs(names) -> dict:
+    """The ``configs`` lm-eval writes for these tasks, as far as the loader reads them: each
+    task's ``metric_list`` from its YAML (``report:`` hints included) and its metadata with
+    the plugin's stamp (``drift_eval.plugin.task_base`` adds it at run time)."""
+    from drift_eval.catalogue import STAMP
+    from drift_eval.tasks import _task_documents
+
+    docs = {doc["task"]: doc for _, _, doc in _task_documents() if isinstance(doc.get("task"), str)}
+    return {t: {"task": t, "metric_list": docs[t]["metric_list"],
+                "metadata": {**(docs[t].get("metadata") or {}), STAMP: "0.1.0"}} for t in names if t in docs}
+
+
 def write_output(root, settings=("none", "log:0.25", "const:0.25"), date="2026-01-01T00-00-00.000000",
                  with_samples=True, model="tiny", french_shift=0):
     """Write the folder (for several models, call it once per model); returns its path."""
@@ -129,7 +141,7 @@ def write_output(root, settings=("none", "log:0.25", "const:0.25"), date="2026-0
             "results": results,
             "groups": {"drift_french": results["drift_french"]},
             "group_subtasks": {"drift_french": ["drift_french_single", "drift_french_multiturn"]},
-            "configs": {t: {} for t in results if t != "drift_french"},
+            "configs": recorded_configs(t for t in results if t != "drift_french"),
             "higher_is_better": {"drift_french_single": {"fully_french": True, "echo_rate": False},
                                  "drift_french": {"drift_score": True}},
             "n-samples": {"drift_french_single": {"original": 36, "effective": N_SINGLE},

@@ -247,7 +247,8 @@ def test_started_then_left_is_drift_given_start_on_every_answer():
 
 
 def test_conditional_metrics_name_their_unconditional_partner():
-    from drift_eval.tasks import conditional_partner, metric_catalogue
+    from drift_eval.catalogue import conditional_partner
+    from drift_eval.tasks import metric_catalogue
 
     cat = metric_catalogue()
     single = "drift_french_single"
@@ -266,7 +267,7 @@ def test_conditional_metrics_name_their_unconditional_partner():
 
 
 def test_a_conditional_partner_must_be_a_metric_of_its_task():
-    from drift_eval.tasks import _hint
+    from drift_eval.catalogue import _hint
 
     with pytest.raises(ValueError, match="conditional names the unconditional partner"):
         _hint({"role": "key", "conditional": ["a", "b"]}, "x.yaml: m")

@@ -268,7 +268,7 @@ def test_a_number_that_cannot_be_its_metric_is_one_line_naming_the_file_and_fiel
 
 @pytest.mark.parametrize("task, metric, value, needle", [
     ("drift_french_single", "time_in_french", 1.5, "time_in_french is 1.5, but drift_french_single's time_in_french "
-                                                   "is a share, in [0, 1] (its task YAML)"),
+                                                   "is a share, in [0, 1] (its task's definition)"),
     ("drift_french_single", "not_kept_left", 0.5, "not_kept_left is 0.5, but drift_french_single's not_kept_left is a "
                                                   "cause of 'not kept', 0 or 1"),
     ("drift_french_multiturn", "mean_words", -3.0, "mean_words is -3.0, but drift_french_multiturn's mean_words is a "

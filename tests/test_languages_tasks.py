@@ -11,7 +11,7 @@ import pytest
 
 from helpers import LM_EVAL, LlamaServer, results_of, run_lm_eval, samples_of
 
-from drift_eval import tasks
+from drift_eval import catalogue, tasks
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics.languages import TARGETS
 from drift_eval.tasks.drift_languages import data
@@ -33,8 +33,8 @@ def test_every_language_has_its_tasks_and_groups_and_neutral_metric_names():
     info = tasks.task_info()
     for code in TARGETS:
         single, multi = cat[f"drift_{code}_single"], cat[f"drift_{code}_multiturn"]
-        assert tasks.headline(cat, f"drift_{code}_single") == "fully_target"
-        assert tasks.headline(cat, f"drift_{code}_multiturn") == "last3_target"
+        assert catalogue.headline(cat, f"drift_{code}_single") == "fully_target"
+        assert catalogue.headline(cat, f"drift_{code}_multiturn") == "last3_target"
         assert not [m for m in [*single, *multi] if "french" in m]
         assert set(cat["drift_french_single"]) == {m.replace("target", "french") for m in single}
         assert info[f"drift_{code}_single"]["dataset_kwargs"] == {"target_language": code, "prompt_wording": "en"}

@@ -18,7 +18,7 @@ HEAVY = ("torch", "transformers", "lm_eval")
 FOLDERS = {"harness_ext": "drift_eval", "metrics": "drift_eval.metrics", "reports": "drift_eval.reports",
            "tasks": "drift_eval.tasks"}  # pyproject.toml's package-dir
 LIGHT = ["drift_eval", "drift_eval.settings", "drift_eval.files", "drift_eval.errors", "drift_eval.logs", "drift_eval.conversation",
-         "drift_eval.inert",
+         "drift_eval.inert", "drift_eval.catalogue",
          "drift_eval.metrics.langid", "drift_eval.metrics.drift", "drift_eval.metrics.conversation",
          "drift_eval.metrics.alpha", "drift_eval.metrics.decode", "drift_eval.metrics.rollout",
          "drift_eval.metrics.accessibility", "drift_eval.metrics.stats", "drift_eval.metrics.power",

@@ -435,7 +435,8 @@ def test_a_rate_is_compared_as_a_rate_even_where_its_values_are_0_or_1(tmp_path,
     McNemar and Wilson; ``fully_french`` (0/1 outcomes) keeps the exact McNemar test."""
     from drift_eval.decide.results import load_output
     from drift_eval.metrics import power, stats
-    from drift_eval.tasks import binary, metric_catalogue, share
+    from drift_eval.catalogue import binary, share
+    from drift_eval.tasks import metric_catalogue
 
     cat = metric_catalogue()
     assert binary(cat, "drift_french_multiturn", "leak_per_1000") is False

@@ -552,7 +552,8 @@ def test_report_code_names_no_task_and_no_metric():
     """The report reads metric names, directions and roles from the task YAMLs (the catalogue):
     no string in its code (the leaderboard aside) is a task's or a metric's name, or a curve's
     prefix."""
-    from drift_eval.tasks import metric_catalogue, series, task_info
+    from drift_eval.catalogue import series
+    from drift_eval.tasks import metric_catalogue, task_info
 
     cat = metric_catalogue()
     names = set(cat) | set(task_info()) | {m for ms in cat.values() for m in ms}

@@ -144,7 +144,8 @@ def test_the_exact_share_interval_covers_a_mixture_like_the_time_in_the_language
 
 
 def test_the_time_in_the_language_gets_the_exact_interval_in_reports():
-    from drift_eval.tasks import exact_share, metric_catalogue
+    from drift_eval.catalogue import exact_share
+    from drift_eval.tasks import metric_catalogue
 
     cat = metric_catalogue()
     assert exact_share(cat, "drift_french_single", "time_in_french")

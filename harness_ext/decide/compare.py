@@ -45,7 +45,7 @@ class Comparison:
     mde: float
     higher_is_better: bool | None
     #: for a conditional metric (defined only on the documents where an outcome occurred), its
-    #: unconditional partner (``drift_eval.tasks.conditional_partner``)
+    #: unconditional partner (``drift_eval.catalogue.conditional_partner``)
     conditional_on: str | None = None
 
     @property
@@ -138,7 +138,7 @@ def compare_metric(candidate, baseline, task: str, metric: str, setting: str = "
         raise DriftUsageError(f"{task}/{metric} under {setting} has neither logged samples nor a standard error in "
                               f"both runs: rerun with --log_samples")
     hib = a.higher_is_better if a.higher_is_better is not None else b.higher_is_better
-    from drift_eval.tasks import conditional_partner
+    from drift_eval.catalogue import conditional_partner
 
     return Comparison(task, metric, setting, names[0], names[1], cv, bv, diff, mde, hib,
                       conditional_partner(candidate.catalogue, task, metric))
@@ -203,15 +203,16 @@ def adjust_comparisons(comparisons) -> list:
 
 
 def compared_metrics(candidate_run, baseline_run, headline_only: bool = False) -> list:
-    """(task, metric) pairs worth comparing between two runs, from the task YAMLs: each
-    group's aggregate metrics (the headline), then each task's ``key`` and ``summary``
-    metrics (every scalar metric but curves for a task without hints), with each conditional
-    metric's unconditional partner (``drift_eval.tasks.conditional_partner``) listed too, so
-    that the question is also answered on every document. ``headline_only``: the
+    """(task, metric) pairs worth comparing between two runs, from the candidate's metric
+    definitions (``TaskResult.definitions``, as its run recorded them): each group's
+    aggregate metrics (the headline), then each task's ``key`` and ``summary`` metrics
+    (every scalar metric but curves for a task without hints), with each conditional
+    metric's unconditional partner (``drift_eval.catalogue.conditional_partner``) listed
+    too, so that the question is also answered on every document. ``headline_only``: the
     groups' metrics, or the first ``summary`` metric when no group was run."""
-    from drift_eval.tasks import conditional_partner, hinted, is_curve, metric_catalogue
+    from drift_eval.catalogue import conditional_partner, hinted, is_curve
 
-    cat = metric_catalogue()
+    cat = {task: tr.definitions or {} for task, tr in candidate_run.tasks.items()}
     out = []
     for task, tr in candidate_run.tasks.items():
         other = baseline_run.tasks.get(task)

@@ -18,7 +18,9 @@ Policy (YAML)::
 ``load_policy`` reads a file, ``policy_from`` and ``rule_from`` check what code builds
 (the pytest plugin's ``expect`` and ``compare_to``). A ``max_regression`` rule needs a
 metric with a direction: one whose task YAML says ``higher_is_better: null``
-(``drift_eval.tasks.metric_catalogue``) is refused here; ``min``/``max`` bound any metric.
+(``drift_eval.tasks.metric_catalogue``) is refused here, before any result is read (the
+direction the run recorded decides when the results are read); ``min``/``max`` bound any
+metric.
 Every key and value is checked here,
 each problem one ``DriftUsageError`` line naming the file and the rule, before any result
 is read; what judges a policy (``drift_eval.decide.gate``) takes the object as it is.

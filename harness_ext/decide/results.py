@@ -29,11 +29,14 @@ import math
 import os
 from dataclasses import dataclass, field
 
+from drift_eval import inert
 from drift_eval.decide.names import unique_names
 from drift_eval.decide.runfile import TaskResult, merged_provenance, provenance, read_run_file, results_files
 from drift_eval.errors import DamagedFile, DriftUsageError
 from drift_eval.files import read_json
+from drift_eval.logs import log
 from drift_eval.metrics.values import is_finite, is_number
+from drift_eval.tasks import metric_catalogue
 
 MANIFEST = "sweep.json"
 
@@ -108,14 +111,18 @@ class Output:
         self.runs = runs                 # (model, setting) -> Run
         self.manifests = manifests       # root -> sweep.json contents
         self._catalogue = None
+        self.notes: list = []            # what the catalogue had to guess (``catalogue``)
 
     @property
     def catalogue(self) -> dict:
-        """``drift_eval.tasks.metric_catalogue()``, read once."""
+        """``{task: {metric: info}}`` (``drift_eval.catalogue``) for every task the runs hold:
+        the definitions each run recorded at run time, or today's task YAML's for results
+        that record none (``notes`` says which). It lays reports out; each run's values are
+        read with its own (``metric``). Where runs recorded different definitions of one task
+        (different task versions), the newest version's lay it out, and ``notes`` says so.
+        Tasks in today's YAML order, then the others as found."""
         if self._catalogue is None:
-            from drift_eval.tasks import metric_catalogue
-
-            self._catalogue = metric_catalogue()
+            self._catalogue, self.notes = _merged_definitions(self.runs.values())
         return self._catalogue
 
     @property
@@ -166,7 +173,7 @@ class Output:
 
     def metric(self, task: str, name: str, setting: str = "none", model: str | None = None) -> Metric:
         from drift_eval.metrics import stats
-        from drift_eval.tasks import binary, exact_share, share
+        from drift_eval.catalogue import binary, exact_share, share
 
         run = self.run(setting, model)
         tr = run.task(task)
@@ -177,10 +184,11 @@ class Output:
         per, hashes = self._per_sample(run, tr, name)
         stderr = tr.stderrs.get(name)
         lo = hi = math.nan
-        kind = binary(self.catalogue, task, name)
+        own = {task: tr.definitions or {}}  # each run's values are read with its own definitions
+        kind = binary(own, task, name)
         if per and len(per) > 1:
-            lo, hi = stats.mean_interval(list(per.values()), binary=kind, share=share(self.catalogue, task, name),
-                                         exact=exact_share(self.catalogue, task, name))
+            lo, hi = stats.mean_interval(list(per.values()), binary=kind, share=share(own, task, name),
+                                         exact=exact_share(own, task, name))
         elif is_number(value) and isinstance(stderr, float):
             lo, hi = stats.normal_interval(float(value), stderr)
         n = tr.n if tr.n is not None else (len(per) if per else None)
@@ -290,6 +298,39 @@ class Output:
         return tops, under(tops)
 
 
+def _version_key(version: str | None) -> tuple:
+    try:
+        return (1, float(version))
+    except (TypeError, ValueError):
+        return (0, 0.0)
+
+
+def _merged_definitions(runs) -> tuple[dict, list]:
+    """(catalogue, notes) of ``Output.catalogue``."""
+    chosen: dict = {}     # task -> TaskResult whose definitions are used
+    differ, today = set(), set()
+    for run in runs:
+        for name, tr in run.tasks.items():
+            if tr.definitions is None:
+                continue
+            if not tr.recorded:
+                today.add(name)
+            prev = chosen.get(name)
+            if prev is not None and prev.definitions != tr.definitions:
+                differ.add(name)
+            if prev is None or _version_key(tr.version) > _version_key(prev.version):
+                chosen[name] = tr
+    order = list(metric_catalogue())
+    names = sorted(chosen, key=lambda t: order.index(t) if t in order else len(order))
+    notes = []
+    if today:
+        notes.append(f"read with today's task definitions (the results record none): {', '.join(sorted(today))}")
+    for name in sorted(differ):
+        notes.append(f"{name}: runs recorded different metric definitions (task versions differ); read with "
+                     f"those of version {chosen[name].version or 'unknown'}")
+    return {name: chosen[name].definitions for name in names}, notes
+
+
 def _str_list(v) -> bool:
     return isinstance(v, list) and all(isinstance(x, str) for x in v)
 
@@ -357,4 +398,8 @@ def load_output(*roots, allow_partial: bool = False) -> Output:
                 f"tasks missing for {', '.join(incomplete)}" if incomplete else ""]))
             raise DriftUsageError(f"{root} holds a partial sweep ({what}): finish it with "
                                   f"'drift-eval sweep --output {root}' (same options) before using the results")
-    return Output(roots, runs, manifests)
+    output = Output(roots, runs, manifests)
+    output.catalogue  # noqa: B018 (gathered now, so that what it had to guess is said once, here)
+    for note in output.notes:
+        log.warning("%s: %s", output.root, inert.terminal(note, one_line=True))
+    return output

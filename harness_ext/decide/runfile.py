@@ -14,10 +14,12 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from drift_eval.catalogue import STAMP, recorded, value_range
 from drift_eval.errors import DamagedFile, DriftUsageError
 from drift_eval.files import read_json, read_jsonl
 from drift_eval.metrics.values import is_finite, is_number
 from drift_eval.settings import parse_model_args, setting_label
+from drift_eval.tasks import metric_catalogue
 
 _RESULTS_RE = re.compile(r"^results_(?P<date>.+)\.json$")
 
@@ -34,6 +36,9 @@ class TaskResult:
     subtasks: list = field(default_factory=list)  # a group's tasks (lm-eval's group_subtasks)
     length: "Length | None" = None     # how long its answers were made (generation tasks)
     version: str | None = None         # the task's version, from the results' ``versions``
+    definitions: dict | None = None    # metric -> info (``drift_eval.catalogue``): as the run recorded
+    #                                    them, else today's task YAML's (None: a task of another package)
+    recorded: bool = False             # whether ``definitions`` are the run's own
 
 
 @dataclass(frozen=True)
@@ -110,7 +115,7 @@ def provenance(rf: "RunFile", name: str) -> dict:
     """What one results file says of how its run was made (model, versions, seeds, lengths...)."""
     res, cfg = rf.raw, rf.raw["config"]
     configs = res.get("configs") or {}
-    versions = {(c.get("metadata") or {}).get("lm_eval_drift_version") for c in configs.values()
+    versions = {(c.get("metadata") or {}).get(STAMP) for c in configs.values()
                 if isinstance(c, dict) and isinstance(c.get("metadata"), dict)} - {None}
     seeds = [cfg.get(k) for k in ("random_seed", "numpy_seed", "torch_seed", "fewshot_seed")]
     lengths = {t: str(tr.length) for t, tr in rf.tasks.items() if not tr.is_group and tr.length is not None}
@@ -256,15 +261,14 @@ def _check_samples(samples: list, path: str, task: str, n_samples: dict, metrics
         raise _damaged(path, f"no sample lines, but the results file counts {effective}")
 
 
-def _check_shares(tr: TaskResult, path: str, spath: str, catalogue: dict) -> None:
+def _check_shares(tr: TaskResult, path: str, spath: str) -> None:
     """A metric whose every logged sample is 0 or 1 is a share: its value in the results file
     lies in [0, 1] (a value outside cannot be its samples' mean, whatever its interval says).
-    A metric's declared kind in its task YAML (``drift_eval.tasks.KINDS``) says the range of
-    each sample: a share lies in [0, 1], a count or a rate is at least 0, and a cause of "not
-    kept" (role ``cause``) is 0 or 1."""
-    from drift_eval.tasks import value_range
-
-    for metric, info in (catalogue.get(tr.name) or {}).items():
+    A metric's declared kind (``drift_eval.catalogue.KINDS``, in the task's definitions)
+    says the range of each sample: a share lies in [0, 1], a count or a rate is at least 0,
+    and a cause of "not kept" (role ``cause``) is 0 or 1."""
+    catalogue = {tr.name: tr.definitions or {}}
+    for metric, info in catalogue[tr.name].items():
         cause = "cause" in (info.get("roles") or ())
         lo, hi = (0, 1) if cause else value_range(catalogue, tr.name, metric)
         if lo is None and hi is None:
@@ -276,7 +280,7 @@ def _check_shares(tr: TaskResult, path: str, spath: str, catalogue: dict) -> Non
                 kind = ("a cause of 'not kept', 0 or 1" if cause else
                         f"a {info['values']}, " + (f"in [{lo:g}, {hi:g}]" if hi is not None else f"at least {lo:g}"))
                 raise _damaged(spath, f"doc {s.get('doc_id')!r}: {metric} is {x!r}, but {tr.name}'s {metric} is "
-                                      f"{kind} (its task YAML)")
+                                      f"{kind} (its task's definition)")
     for metric, v in tr.values.items():
         if not is_number(v) or 0 <= v <= 1:
             continue
@@ -284,6 +288,22 @@ def _check_shares(tr: TaskResult, path: str, spath: str, catalogue: dict) -> Non
         if logged and all(x in (0, 1) for x in logged):
             raise _damaged(path, f"results['{tr.name}']['{metric},none'] is {v!r}: a share of 0/1 samples "
                                  f"lies in [0, 1]")
+
+
+def _define(out: dict, res: dict, path: str) -> None:
+    """Each task's ``definitions``: the metric definitions the run recorded in its results
+    JSON (``drift_eval.catalogue.recorded``), else, for a task of this package whose results
+    record none, today's task YAML's (``recorded`` False: the loader says so)."""
+    today = metric_catalogue()
+    try:
+        own = recorded(res, path, today)
+    except ValueError as exc:
+        raise _damaged(path, f"records a metric definition that is not one ({exc})") from None
+    for name, tr in out.items():
+        if name in own:
+            tr.definitions, tr.recorded = own[name], True
+        else:
+            tr.definitions = today.get(name)
 
 
 def _task_results(res: dict, path: str, date: str) -> tuple[dict, list]:
@@ -318,10 +338,8 @@ def _task_results(res: dict, path: str, date: str) -> tuple[dict, list]:
                 out[name].is_group = True
                 continue
             out[name] = tr
-    from drift_eval.tasks import metric_catalogue
-
+    _define(out, res, path)
     missing = []
-    catalogue = metric_catalogue()  # the declared kinds of the metrics, read once per results file
     listed = set(os.listdir(folder))  # samples files are found in the folder's listing, by name
     for name, tr in out.items():
         if tr.is_group:
@@ -334,7 +352,7 @@ def _task_results(res: dict, path: str, date: str) -> tuple[dict, list]:
         samples = read_jsonl(spath, "samples file", remedy=REMEDY, line_ends=True)
         _check_samples(samples, spath, name, n_samples, list(tr.values))
         tr.samples = [s for s in samples if s.get("filter", "none") == "none"]
-        _check_shares(tr, path, spath, catalogue)
+        _check_shares(tr, path, spath)
         sample_files.append(spath)
     configs = res.get("configs") if isinstance(res.get("configs"), dict) else {}
     versions = res.get("versions") if isinstance(res.get("versions"), dict) else {}

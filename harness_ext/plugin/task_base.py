@@ -7,6 +7,7 @@ import time
 from lm_eval.api.task import ConfigurableTask
 
 from drift_eval import __version__
+from drift_eval.catalogue import STAMP
 from drift_eval.errors import DriftUsageError
 from drift_eval.plugin.chat import InstructionKeeping
 from drift_eval.plugin.progress import RUN
@@ -44,7 +45,7 @@ class YamlTask(ConfigurableTask):
     def __init__(self, config=None):
         config = dict(config or {})
         config.pop("class", None)
-        config["metadata"] = {**(config.get("metadata") or {}), "lm_eval_drift_version": __version__}
+        config["metadata"] = {**(config.get("metadata") or {}), STAMP: __version__}
         super().__init__(config=config)
 
     def build_all_requests(self, *, rank: int = 0, world_size: int = 1, chat_template=None, **kwargs):

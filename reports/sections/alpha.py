@@ -7,7 +7,7 @@ from __future__ import annotations
 from drift_eval.reports import published
 from drift_eval.reports.state import finite
 from drift_eval.reports.svg import line_plot
-from drift_eval.tasks import parts
+from drift_eval.catalogue import parts
 
 TABLE = ("measured", "predicted", "gap", "direct", "relay", "share")
 CURVES = (("measured", "measured_layers"), ("predicted", "predicted_layers"), ("direct", "direct_layers"),

@@ -8,7 +8,7 @@ import math
 
 from drift_eval.metrics import power
 from drift_eval.reports.state import ARROWS, finite
-from drift_eval.tasks import conditional_partner
+from drift_eval.catalogue import conditional_partner
 
 
 def settings(rep) -> dict | None:

@@ -4,7 +4,7 @@ the points have per-sample values; one panel per model when models ran several s
 from __future__ import annotations
 
 from drift_eval.reports.state import finite, number
-from drift_eval.tasks import series, series_points
+from drift_eval.catalogue import series, series_points
 
 
 def build(rep) -> dict | None:

@@ -10,7 +10,7 @@ from drift_eval.metrics import stats
 from drift_eval.reports import published
 from drift_eval.reports.state import finite
 from drift_eval.reports.svg import line_plot
-from drift_eval.tasks import parts
+from drift_eval.catalogue import parts
 
 #: the numbers of a row recorded as they are (with the Wilson bounds of the two accuracies)
 RECORDED = ("hidden", "text", "base_switches", "variant_switches")

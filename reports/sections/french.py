@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from drift_eval.reports.sections.runs import text_of
-from drift_eval.tasks import hinted
+from drift_eval.catalogue import hinted
 
 AUDIT_ROWS = 60
 

@@ -77,7 +77,7 @@ def _table(rep, family: str, columns: list) -> dict:
 def _causes(rep, run, task: str) -> list:
     """(cause, share) of the samples not kept, by first cause: the task's metrics with the
     ``cause`` role (their labels, less "not kept: "), so that a low headline says why."""
-    from drift_eval.tasks import hinted
+    from drift_eval.catalogue import hinted
 
     out = []
     for metric in hinted(rep.cat, task, "cause"):

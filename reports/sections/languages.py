@@ -125,7 +125,7 @@ def _between_models(rep, runs: list, rows: list) -> dict | None:
 def build(rep) -> dict | None:
     from drift_eval.metrics.languages import known, language
     from drift_eval.reports.svg import heat_map
-    from drift_eval.tasks import hinted
+    from drift_eval.catalogue import hinted
 
     langs = _language_tasks(rep)
     if not langs:

@@ -4,7 +4,7 @@ attention sink, which dwarfs the rest), renormalised."""
 from __future__ import annotations
 
 from drift_eval.reports.svg import line_plot
-from drift_eval.tasks import hinted
+from drift_eval.catalogue import hinted
 
 
 def profiles(rep) -> dict | None:

@@ -4,7 +4,7 @@ compliant first (by the task's headline)."""
 from __future__ import annotations
 
 from drift_eval.reports.state import number
-from drift_eval.tasks import is_curve
+from drift_eval.catalogue import is_curve
 
 EXCERPT_CHARS = 400
 EXCERPTS_PER_RUN = 2

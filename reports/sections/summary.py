@@ -7,7 +7,7 @@ import math
 
 from drift_eval.metrics import stats
 from drift_eval.reports.state import ARROWS, finite, number
-from drift_eval.tasks import hinted, parts
+from drift_eval.catalogue import hinted, parts
 
 
 def _cost(rep, run, task: str, p: dict) -> dict | None:
