@@ -23,6 +23,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from drift_eval.compensation import bias as comp
 from drift_eval.settings import CompensationConfig
 from drift_eval.measure.calibration import head_gammas
+from drift_eval.tasks.drift_french.data import calibration_prompt
 from drift_eval.plugin.local_models import smollm2_dir
 from drift_eval.compensation.spans import system_span_end, token_count_before
 from drift_eval.tasks.drift_french.data import system_prompt
@@ -88,7 +89,7 @@ def main():
     stock = AutoModelForCausalLM.from_pretrained(d, attn_implementation="sdpa").eval()
     drift = AutoModelForCausalLM.from_pretrained(d, attn_implementation="sdpa").eval()
     state = comp.install(drift, CompensationConfig("none"))
-    state.head_gammas = head_gammas(drift, tok)
+    state.head_gammas = head_gammas(drift, tok, calibration_prompt())
 
     results = {}
     for bs in [int(b) for b in args.batch_sizes.split(",")]:

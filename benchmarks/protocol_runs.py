@@ -68,9 +68,10 @@ import shutil
 import sys
 
 from drift_eval.plugin import answer_cache
-from drift_eval.decide.names import converted_gguf
-from drift_eval.decide.results import load_output, read_manifest
-from drift_eval.decide.runfile import read_run_file, results_files
+from drift_eval.resultfiles.names import converted_gguf
+from drift_eval.decide.results import load_output
+from drift_eval.resultfiles.manifest import read_manifest
+from drift_eval.resultfiles.runfile import read_run_file, results_files
 from drift_eval.errors import DriftUsageError
 from drift_eval.files import atomic_open, read_jsonl, read_text, write_text_atomic
 

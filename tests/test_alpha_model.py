@@ -12,6 +12,7 @@ from drift_eval.settings import CompensationConfig
 from drift_eval.measure import alpha, continuations
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics import alpha as am
+from drift_eval.tasks.drift_alpha.data import read_continuations as read_bundled
 
 
 
@@ -166,7 +167,7 @@ def test_bad_inputs_are_refused_with_one_line():
     with pytest.raises(DriftUsageError, match="needs 3"):
         alpha.measure(tiny_model("llama"), TOK, [SCENE], CONTS, 30)
     with pytest.raises(DriftUsageError, match="at least two"):
-        continuations.read_continuations("bundled", 1)
+        continuations.read_continuations("bundled", 1, bundled=read_bundled)
     with pytest.raises(DriftUsageError, match="neither"):
         continuations.read_continuations("/no/such/file.jsonl", 4)
 

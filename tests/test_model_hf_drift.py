@@ -90,15 +90,16 @@ def test_compensation_changes_generation_and_none_restores_it(lm):
 
 def test_head_calibration_is_per_layer_and_head_and_cached(lm, tmp_path, monkeypatch):
     from drift_eval.measure import calibration
+    from drift_eval.tasks.drift_french.data import calibration_prompt
 
     monkeypatch.setenv("DRIFT_CACHE_DIR", str(tmp_path))
-    g = calibration.head_gammas(lm.model, lm.tokenizer)
+    g = calibration.head_gammas(lm.model, lm.tokenizer, calibration_prompt())
     cfg = lm.model.config
     assert g.shape == (cfg.num_hidden_layers, cfg.num_attention_heads)
     assert float(g.min()) >= 0.0 and float(g.max()) <= calibration.KAPPA_MAX
     assert float(g.std()) > 0  # heads differ
     assert lm.model.config._attn_implementation == "drift_sdpa"  # restored after calibration
-    again = calibration.head_gammas(lm.model, lm.tokenizer)  # from the cache file
+    again = calibration.head_gammas(lm.model, lm.tokenizer, calibration_prompt())  # from the cache file
     assert torch.equal(g, again)
     assert len(list(tmp_path.glob("head_calibration/*.json"))) == 1
 

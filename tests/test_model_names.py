@@ -10,9 +10,9 @@ import pytest
 
 from handmade_results import write_output
 
-from drift_eval.decide.names import converted_gguf, model_name
+from drift_eval.resultfiles.names import converted_gguf, model_name
 from drift_eval.decide.results import load_output
-from drift_eval.decide.runfile import read_run_file
+from drift_eval.resultfiles.runfile import read_run_file
 from drift_eval.errors import DriftUsageError
 
 SMOL = "SmolLM2-135M-Instruct.Q4_1"

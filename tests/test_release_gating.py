@@ -113,7 +113,7 @@ def test_two_runs_of_one_key_are_an_error_naming_both_files(tmp_path, capsys):
     ({}, {"model_name": "EleutherAI/pythia-160m"}, "EleutherAI/pythia-160m"),
 ])
 def test_models_get_readable_names(model_args, res, name):
-    from drift_eval.decide.names import model_name
+    from drift_eval.resultfiles.names import model_name
 
     assert model_name(model_args, {"config": {}, **res}) == name
 

@@ -307,15 +307,16 @@ def test_a_damaged_calibration_cache_is_rebuilt(smollm2_dir, tmp_path, monkeypat
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from drift_eval.measure.calibration import head_gammas, model_fingerprint
+    from drift_eval.tasks.drift_french.data import calibration_prompt
 
     monkeypatch.setenv("DRIFT_CACHE_DIR", str(tmp_path))
     folder = tiny_chat_model(tmp_path / "model", smollm2_dir, layers=2)
     model, tok = AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
-    good = head_gammas(model, tok)
-    path = tmp_path / "head_calibration" / f"{model_fingerprint(model)}.json"
+    good = head_gammas(model, tok, calibration_prompt())
+    [path] = (tmp_path / "head_calibration").glob(f"{model_fingerprint(model)}-*.json")
     text = path.read_text()
     path.write_text(text[: len(text) // 2])  # cut short
-    again = head_gammas(model, tok)
+    again = head_gammas(model, tok, calibration_prompt())
     assert (again == good).all() and "is damaged: moved aside" in drift_log.text
     assert path.read_text() == text and (tmp_path / "head_calibration" / f"{path.name}.damaged").exists()
 

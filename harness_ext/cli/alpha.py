@@ -7,6 +7,8 @@ import sys
 from drift_eval.cli.shared import (bundled_scenes, compensation_option, install_compensation, load_model,
                                    model_options, read_text, scene_options, threads_option, whole)
 from drift_eval.errors import DriftUsageError
+from drift_eval.tasks.drift_alpha.data import AXES
+from drift_eval.tasks.drift_alpha.data import read_continuations as bundled_continuations
 
 NAME = "alpha"
 HELP = "hidden-state prompt-forgetting exponents (alpha, beta) per layer"
@@ -48,11 +50,11 @@ def run(args) -> int:
                    args.axis: read_text(args.prompt_b, "--prompt-b file")}]
     else:
         bundled, axes = bundled_scenes(args)
-        scenes = [{"base": s["base"], **{a: s[a] for a in axes}} for s in bundled]
+        scenes = [{"base": s["base"], **{a: s[a] for a in AXES if a in axes}} for s in bundled]
     from drift_eval.measure import alpha
     from drift_eval.measure.continuations import read_continuations
 
-    continuations = read_continuations(args.continuations, args.n_continuations)
+    continuations = read_continuations(args.continuations, args.n_continuations, bundled=bundled_continuations)
     model, tok = load_model(args, random_init=args.random_init)
     state = install_compensation(model, tok, cfg, base="eager" if args.decompose else None)  # the decomposition reads weights
     length = args.length or length_for(args.octaves)

@@ -140,6 +140,7 @@ def install_compensation(model, tok, cfg, base: str | None = None):
     state = bias.install(model, cfg, base=base)
     if cfg.mode == "head":
         from drift_eval.measure.calibration import head_gammas
+        from drift_eval.tasks.drift_french.data import calibration_prompt
 
-        state.head_gammas = head_gammas(model, tok)
+        state.head_gammas = head_gammas(model, tok, calibration_prompt())
     return state

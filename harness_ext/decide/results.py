@@ -17,11 +17,11 @@ matter. Several results files of one run are merged when they hold different tas
 that hold the same task are ambiguous, an error naming both files (never "newest wins").
 Per-sample values come from the samples files of the same date.
 
-Every file is validated before anything is used (``decide.runfile``: UTF-8, the JSON shape of
+Every file is validated before anything is used (``resultfiles.runfile``: UTF-8, the JSON shape of
 lm-eval's results, the samples files against it); a run that logged samples for some tasks
 and not for others was cut short. A damaged file stops with one ``DamagedFile`` line that
 names it; other problems with one ``DriftUsageError`` line saying what to do. Models are
-named by ``decide.names``.
+named by ``resultfiles.names``.
 """
 from __future__ import annotations
 
@@ -30,15 +30,13 @@ import os
 from dataclasses import dataclass, field
 
 from drift_eval import inert
-from drift_eval.decide.names import unique_names
-from drift_eval.decide.runfile import TaskResult, merged_provenance, provenance, read_run_file, results_files
-from drift_eval.errors import DamagedFile, DriftUsageError
-from drift_eval.files import read_json
+from drift_eval.errors import DriftUsageError
 from drift_eval.logs import log
 from drift_eval.metrics.values import is_finite, is_number
+from drift_eval.resultfiles.manifest import read_manifest
+from drift_eval.resultfiles.names import unique_names
+from drift_eval.resultfiles.runfile import TaskResult, merged_provenance, provenance, read_run_file, results_files
 from drift_eval.tasks import metric_catalogue
-
-MANIFEST = "sweep.json"
 
 
 @dataclass(repr=False)
@@ -329,24 +327,6 @@ def _merged_definitions(runs) -> tuple[dict, list]:
         notes.append(f"{name}: runs recorded different metric definitions (task versions differ); read with "
                      f"those of version {chosen[name].version or 'unknown'}")
     return {name: chosen[name].definitions for name in names}, notes
-
-
-def _str_list(v) -> bool:
-    return isinstance(v, list) and all(isinstance(x, str) for x in v)
-
-
-def read_manifest(root: str) -> dict | None:
-    """``root/sweep.json`` (None when absent), validated."""
-    path = os.path.join(root, MANIFEST)
-    if not os.path.lexists(path):
-        return None
-    remedy = "delete it (finished settings are kept) and rerun the sweep"
-    manifest = read_json(path, "sweep manifest", remedy=remedy, expect=dict)
-    if not _str_list(manifest.get("settings")) or not _str_list(manifest.get("tasks", [])) \
-            or not isinstance(manifest.get("options", {}), dict):
-        raise DamagedFile(path, f"{path} is not a sweep manifest (a 'settings' and a 'tasks' list, an 'options' "
-                                f"object): {remedy}")
-    return manifest
 
 
 def load_output(*roots, allow_partial: bool = False) -> Output:

@@ -29,7 +29,6 @@ import torch
 
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics import alpha as am
-from drift_eval.tasks.drift_alpha.data import AXES  # noqa: F401  (the variant axes of a scene)
 from drift_eval.anatomy import decoder_blocks, output_projection, require_eager
 from drift_eval.measure.capture import capture
 from drift_eval.measure.continuations import continuation_ids, prompt_ids
@@ -317,8 +316,9 @@ def scene_offsets(model, tokenizer, base: str, variants: dict[str, str], cont_id
 def measure(model, tokenizer, scenes: list[dict], continuations: list[str], length: int | None = None,
             state=None, batch_size: int = 8, width: int = 16, first_centre: int = 16, max_octaves: int = 7,
             bootstrap_iters: int = 1000, progress=None, decompose: bool = False) -> dict:
-    """α and β per layer and axis for ``scenes`` (dicts with ``base`` and any of the axis
-    names) over shared ``continuations``; see ``drift_eval.metrics.alpha.summarise``. With
+    """α and β per layer and axis for ``scenes`` (dicts: ``base`` and its variants by axis
+    name, measured in that order; a variant without text is left out) over shared
+    ``continuations``; see ``drift_eval.metrics.alpha.summarise``. With
     ``decompose`` each axis also gets ``decomposition`` (``metrics.alpha.decomposition``)."""
     if decompose:
         require_eager(model, "the direct/relay decomposition")
@@ -329,7 +329,7 @@ def measure(model, tokenizer, scenes: list[dict], continuations: list[str], leng
                               f"needs 3 (at least {am.length_for(3, width, first_centre)} tokens)")
     per_axis: dict[str, list] = {}
     for scene in scenes:
-        variants = {a: scene[a] for a in AXES if scene.get(a)}
+        variants = {axis: text for axis, text in scene.items() if axis != "base" and text}
         curves = scene_offsets(model, tokenizer, scene["base"], variants, cont_ids, windows, state,
                                batch_size, progress, decompose)
         for axis, c in curves.items():

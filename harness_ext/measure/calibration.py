@@ -29,17 +29,11 @@ from drift_eval.files import build_lock, cache_dir, move_aside, prose_text, read
 from drift_eval.logs import log
 from drift_eval.measure.capture import capture
 from drift_eval.settings import CompensationConfig
-from drift_eval.tasks.drift_french.data import system_prompt
 
 VERSION = 2
 SKIP = 8
 KAPPA_MAX = 2.0
 USER_PROMPT = "Tell me a long story about a lighthouse keeper."
-
-
-def calibration_system_prompt() -> str:
-    """The system prompt of the drift_french tasks (English wording)."""
-    return system_prompt("en")
 
 
 def fit_kappa(shares: np.ndarray, qpos: np.ndarray, span_end: int) -> np.ndarray:
@@ -82,22 +76,24 @@ def _cached_gammas(path: str):
     return None
 
 
-def head_gammas(model, tokenizer, use_cache: bool = True) -> torch.Tensor:
-    """(layers, heads) per-head strengths for ``model``; computed once, then cached."""
-    path = os.path.join(cache_dir("head_calibration"), model_fingerprint(model) + ".json")
+def head_gammas(model, tokenizer, system: str, use_cache: bool = True) -> torch.Tensor:
+    """(layers, heads) per-head strengths for ``model``, measured on the instruction
+    ``system`` (the caller's: ``drift_eval.tasks.drift_french.data.calibration_prompt`` for
+    the project's compensation); computed once per model and text, then cached."""
+    text_key = hashlib.sha256(system.encode("utf-8")).hexdigest()[:12]
+    path = os.path.join(cache_dir("head_calibration"), f"{model_fingerprint(model)}-{text_key}.json")
     if not use_cache:
-        return _measure(model, tokenizer, path=None)
+        return _measure(model, tokenizer, system, path=None)
     with build_lock(path):  # the ranks of a data-parallel run: one measures, the others wait and read
         if os.path.lexists(path):
             cached = _cached_gammas(path)
             if cached is not None:
                 return cached
-        return _measure(model, tokenizer, path)
+        return _measure(model, tokenizer, system, path)
 
 
-def _measure(model, tokenizer, path: str | None) -> torch.Tensor:
+def _measure(model, tokenizer, system: str, path: str | None) -> torch.Tensor:
     """Measure the per-head strengths; write them to ``path`` (atomically) unless None."""
-    system = calibration_system_prompt()
     messages = [{"role": "system", "content": system}, {"role": "user", "content": USER_PROMPT},
                 {"role": "assistant", "content": prose_text()}]
     if getattr(tokenizer, "chat_template", None):

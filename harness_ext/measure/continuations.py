@@ -33,9 +33,10 @@ def continuation_ids(tokenizer, texts: list[str], length: int | None) -> tuple[l
     return [list(i[:length]) for i in ids], int(length)
 
 
-def read_continuations(source: str = "bundled", n: int = 16) -> list[str]:
-    """The shared continuations: ``bundled`` (written for this project, see
-    ``tasks/drift_alpha/README.md``), ``wikitext`` (WikiText-103 validation articles from the
+def read_continuations(source: str = "bundled", n: int = 16, bundled=None) -> list[str]:
+    """The shared continuations: ``bundled`` (the texts ``bundled()`` returns: the caller's,
+    ``drift_eval.tasks.drift_alpha.data.read_continuations`` for the project's, written for
+    it, see ``tasks/drift_alpha/README.md``), ``wikitext`` (WikiText-103 validation articles from the
     Hugging Face hub, as in the original study; needs the network), or a file: ``.jsonl``
     with a ``text`` field per line, or plain text whose passages are separated by blank
     lines holding only ``---``."""
@@ -44,8 +45,8 @@ def read_continuations(source: str = "bundled", n: int = 16) -> list[str]:
     source = str(source)
     n = int_option("n_continuations (the α metric needs at least two continuations)", n, 2)
     if source == "bundled":
-        from drift_eval.tasks.drift_alpha.data import read_continuations as bundled
-
+        if bundled is None:
+            raise DriftUsageError("continuations 'bundled' needs the bundled texts (read_continuations(..., bundled=))")
         texts = bundled()
     elif source == "wikitext":
         texts = _wikitext(n)

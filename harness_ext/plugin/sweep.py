@@ -10,7 +10,7 @@ CLI), and lm-eval's ``EvaluationTracker`` writes the standard files::
     OUT/<setting>/<model>/samples_<task>_<date>.jsonl
     OUT/<setting>/cache/answers.sqlite               answers (JSON) stored as they are produced
 
-``<model>`` is the model's readable name (``drift_eval.decide.names.model_name``: the GGUF
+``<model>`` is the model's readable name (``drift_eval.resultfiles.names.model_name``: the GGUF
 file's name, a hub name, a folder's name; ``/`` becomes ``__``), never the path it was
 loaded from, so the same run gets the same folders on every machine.
 
@@ -44,14 +44,14 @@ import sys
 import time
 
 from drift_eval import inert
-from drift_eval.decide.names import converted_gguf, model_name
-from drift_eval.decide.results import MANIFEST, read_manifest
-from drift_eval.decide.runfile import read_run_file
 from drift_eval.errors import DriftUsageError
 from drift_eval.files import check_output_folder, folder_lock, move_aside, write_json_atomic
 from drift_eval.logs import log as plugin_log
 from drift_eval.plugin import answer_cache
 from drift_eval.plugin.request_types import CONVERSATION, TYPES
+from drift_eval.resultfiles.manifest import MANIFEST, read_manifest
+from drift_eval.resultfiles.names import converted_gguf, model_name
+from drift_eval.resultfiles.runfile import read_run_file
 from drift_eval.settings import int_option, parse_settings
 
 BUILTIN_TYPES = ("generate_until", "loglikelihood", "loglikelihood_rolling")

@@ -24,6 +24,7 @@ from drift_eval.plugin.request_types import CONTINUATION_NLL, PROMPT_OFFSETS
 from drift_eval.plugin.task_base import YamlTask
 from drift_eval.settings import int_option
 from drift_eval.tasks.drift_alpha.data import AXES, read_scenes
+from drift_eval.tasks.drift_alpha.data import read_continuations as bundled_continuations  # the "bundled" source
 
 DEFAULTS = {"continuations": "bundled", "n_continuations": 16, "continuation_length": am.length_for(7), "num_scenes": 20,
             "bootstrap_iters": 1000, "decompose": False}
@@ -74,7 +75,7 @@ class _OptionsTask(YamlTask):
         """The shared continuations, read once per task (every doc's request carries them)."""
         key = (self.option("continuations"), int_option("n_continuations", self.option("n_continuations"), 2))
         if getattr(self, "_continuations", (None,))[0] != key:
-            self._continuations = (key, read_continuations(*key))
+            self._continuations = (key, read_continuations(*key, bundled=bundled_continuations))
         return self._continuations[1]
 
     def length(self):

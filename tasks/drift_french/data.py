@@ -29,6 +29,12 @@ def system_prompt(prompt_language: str = "en") -> str:
     return SYSTEM_PROMPTS[prompt_language]
 
 
+def calibration_prompt() -> str:
+    """The instruction the per-head compensation is calibrated on
+    (``drift_eval.measure.calibration.head_gammas``): this task's, in English."""
+    return system_prompt("en")
+
+
 def read_requests() -> list[dict]:
     """The single-turn requests: ``id``, ``topic``, ``request`` (English)."""
     return read_jsonl(os.path.join(HERE, "requests.jsonl"), "request file")
