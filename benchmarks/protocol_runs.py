@@ -251,7 +251,7 @@ def relabel(paths, gguf_files=()) -> list:
     """Relabel every JSON and JSON-lines file under ``paths`` (files or folders) in place,
     then rename model folders to the readable name; returns the lines it printed. Every
     file is read and checked before any is written."""
-    from drift_eval.plugin.sweep import model_folder
+    from drift_eval.plugin.sweep_folder import model_folder
 
     keys = gguf_keys(gguf_files)
     files = []

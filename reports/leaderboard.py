@@ -214,7 +214,6 @@ def write_leaderboard(roots: list, path: str | None, fmt: str | None = None) -> 
     ``fmt``); returns the text (and writes it when ``path`` is given)."""
     import csv
     import io
-    import json
 
     from drift_eval.files import write_text_atomic
 

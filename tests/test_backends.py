@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from drift_eval.plugin import backends as b
-from drift_eval.plugin import chat, reasoning, wrapper
+from drift_eval.plugin import chat, reasoning, run_check, wrapper
 from drift_eval.plugin.answers import Answer
 
 # What ForcedLengthTask sends (drift_french_single.yaml, with --gen_kwargs max_gen_toks=64).
@@ -483,7 +483,7 @@ def test_gathered_metrics_of_a_rank_without_documents_get_every_key():
 def _tasks(names):
     from lm_eval.tasks import TaskManager
 
-    return wrapper.tasks_of(TaskManager().load(names))
+    return run_check.tasks_of(TaskManager().load(names))
 
 
 def test_every_drift_task_builds_requests_on_a_rank_without_documents():
@@ -500,7 +500,7 @@ def test_every_drift_task_builds_requests_on_a_rank_without_documents():
 
 def test_request_types_are_read_from_the_tasks():
     tasks = _tasks(["drift_french_single", "drift_french_multiturn", "position_bias"])
-    assert {n: wrapper.request_types(t, n) for n, t in tasks.items()} == {
+    assert {n: run_check.request_types(t, n) for n, t in tasks.items()} == {
         "drift_french_single": {"generate_until"}, "drift_french_multiturn": {"generate_conversation"},
         "position_bias": {"position_profile"}}
 

@@ -260,7 +260,7 @@ def test_stock_hf_carried_conversations_answer_as_re_encoded_ones(stock, family,
 def test_the_runs_metadata_sets_the_stock_cache_and_is_checked(stock, monkeypatch):
     from types import SimpleNamespace
 
-    from drift_eval.plugin.wrapper import conversation_cache_of, run_problems
+    from drift_eval.plugin.run_check import conversation_cache_of, run_problems
 
     def tasks(*metas):
         return {f"t{i}": SimpleNamespace(config=SimpleNamespace(metadata=m)) for i, m in enumerate(metas)}
@@ -278,7 +278,7 @@ def test_the_runs_metadata_sets_the_stock_cache_and_is_checked(stock, monkeypatc
             return "".join(m["content"] for m in messages)
 
     conversation = {"c": SimpleNamespace()}
-    monkeypatch.setattr("drift_eval.plugin.wrapper.request_types", lambda task, name: {CONVERSATION.name})
+    monkeypatch.setattr("drift_eval.plugin.run_check.request_types", lambda task, name: {CONVERSATION.name})
     [line] = run_problems(Server(), conversation, True, "on")
     assert "carries conversations on hf and hf-drift only" in line
     assert run_problems(Server(), conversation, True, "auto") == []  # auto re-encodes where it cannot carry

@@ -39,13 +39,13 @@ def _probe(model, chat=True):
     through the wrapper a drift run's model gets."""
     from lm_eval.api.instance import Instance
 
-    from drift_eval.plugin import wrapper
+    from drift_eval.plugin import forcing, wrapper
 
     drift = wrapper.DriftLM(model, {"forcing"}, chat)
-    messages = [{"role": "system", "content": wrapper.FORCING_SYSTEM}, {"role": "user", "content": wrapper.FORCING_PROMPT}]
-    gen = {"until": [], "max_gen_toks": wrapper.FORCING_TOKENS, "min_new_tokens": wrapper.FORCING_TOKENS,
+    messages = [{"role": "system", "content": forcing.FORCING_SYSTEM}, {"role": "user", "content": forcing.FORCING_PROMPT}]
+    gen = {"until": [], "max_gen_toks": forcing.FORCING_TOKENS, "min_new_tokens": forcing.FORCING_TOKENS,
            "do_sample": False}
-    req = Instance("generate_until", {"system_prompt": wrapper.FORCING_SYSTEM},
+    req = Instance("generate_until", {"system_prompt": forcing.FORCING_SYSTEM},
                    (drift.render(messages, add_generation_prompt=True), gen), 0, metadata=("forcing", 0, 1))
     return drift, req
 
@@ -84,7 +84,7 @@ def test_hf_holds_back_the_templates_end_of_turn_token_as_well_as_its_eos(eos_mo
 
 def test_hf_drift_watches_every_end_token_for_the_natural_end(eos_moved_dir):
     from drift_eval.plugin.model import HFDriftLM
-    from drift_eval.plugin.wrapper import FORCING_TOKENS
+    from drift_eval.plugin.forcing import FORCING_TOKENS
 
     drift, req = _probe(HFDriftLM(pretrained=eos_moved_dir, device="cpu", batch_size=1))
     [answer] = drift.generate_drift([req], disable_tqdm=True)
@@ -133,13 +133,13 @@ def test_the_check_before_a_run_stops_a_server_that_does_not_force(eos_moved_ser
     from lm_eval.models.openai_completions import LocalChatCompletion
 
     from drift_eval.errors import DriftUsageError
-    from drift_eval.plugin import wrapper
+    from drift_eval.plugin import forcing, wrapper
 
     model = LocalChatCompletion(base_url=eos_moved_server.url, model=eos_moved_server.alias, max_retries=1)
     drift = wrapper.DriftLM(model, {"drift_french_single"})
     drift.__dict__["end_ids"] = []  # what the plugin knows of a server that names no end token
     with pytest.raises(DriftUsageError) as exc:
-        drift.check_forcing(["drift_french_single"])
+        forcing.check_forcing(drift, ["drift_french_single"])
     line = str(exc.value)
     assert line.startswith("drift_french_single force answers to a length, but local-chat-completions did not force "
                            "it: asked to reply to 'Reply with the single word: yes' with at least 64 tokens"), line

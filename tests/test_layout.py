@@ -6,6 +6,7 @@ modules light when they are really imported."""
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -165,7 +166,6 @@ def test_the_architecture_table_names_the_contracts_layers_in_order():
     layer (``tasks/*/utils.py`` stands for every task folder's; what a row says in
     parentheses is about the modules, not more of them)."""
     import glob
-    import re
     import tomllib
 
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as fh:
@@ -193,3 +193,35 @@ def test_every_python_file_of_the_repository_parses():
     for path in files:
         with open(os.path.join(ROOT, path), encoding="utf-8") as fh:
             ast.parse(fh.read(), filename=path)
+
+
+@pytest.mark.parametrize("heading", ["## One drift request, start to end", "## One α request, start to end",
+                                     "## One results folder, read"])
+def test_the_architecture_doc_follows_each_path_in_under_15_lines_naming_real_code(heading):
+    """docs/architecture.md follows a drift request, an α request and a results folder from
+    start to end, each in under 15 lines after its command, and every module, class or
+    function it names by its dotted path (``plugin.run_check.for_run``) exists."""
+    import importlib
+
+    with open(os.path.join(ROOT, "docs", "architecture.md"), encoding="utf-8") as fh:
+        doc = fh.read()
+    assert heading in doc
+    section = doc.split(heading, 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in section.splitlines() if line.strip()]
+    assert lines[0].startswith("`") and len(lines) - 1 < 15, lines  # the command, then the path
+    floors = ("plugin.", "measure.", "metrics.", "compensation.", "decide.", "resultfiles.", "reports.",
+              "catalogue.", "settings.")
+    named = [n for n in re.findall(r"`([A-Za-z_][\w.]*)`", section) if n.startswith(floors)]
+    assert len(named) >= 4
+    for name in named:
+        parts = ("drift_eval." + name).split(".")
+        for cut in range(len(parts), 1, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:cut]))
+            except ModuleNotFoundError:
+                continue
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr)  # an AttributeError names what the doc gets wrong
+            break
+        else:
+            raise AssertionError(f"{heading}: `{name}` names no module of drift_eval")

@@ -84,13 +84,13 @@ def test_two_models_with_one_name_are_told_apart_by_a_short_tag(tmp_path):
     ({"pretrained": "/data/.hidden"}, "hidden"),  # a hidden folder would not be read
 ])
 def test_a_setting_is_published_under_the_readable_name(model_args, folder):
-    from drift_eval.plugin.sweep import model_folder
+    from drift_eval.plugin.sweep_folder import model_folder
 
     assert model_folder(model_args, {"config": {}}) == folder
 
 
 def test_publish_moves_lm_evals_files_into_the_readable_folder(tmp_path):
-    from drift_eval.plugin.sweep import _publish
+    from drift_eval.plugin.sweep_folder import publish as _publish
 
     staging = tmp_path / "staged"
     write_output(staging, settings=("none",))  # lm-eval's layout: <sanitised pretrained>/results_*.json

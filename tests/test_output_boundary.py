@@ -64,7 +64,7 @@ SITES = {
     ("harness_ext/plugin/registration.py", "_warn", "write sys.stderr"): ("inert.terminal",),
     ("harness_ext/plugin/sweep.py", "_log", "print stdout"): ("inert.terminal",),
     ("harness_ext/plugin/sweep.py", "_warn", "print sys.stderr"): ("inert.terminal",),
-    ("harness_ext/plugin/sweep.py", "_write_manifest", "file write_json_atomic"): OWN,  # the sweep's own options
+    ("harness_ext/plugin/sweep_folder.py", "write_manifest", "file write_json_atomic"): OWN,  # the sweep's own options
     ("reports/leaderboard.py", "write_leaderboard", "file write_text_atomic"): (
         "markdown", "inert.json_text", "inert.csv_cell"),
     ("reports/writing.py", "write", "file write_text_atomic"): ("render_text",),

@@ -7,7 +7,6 @@ import sys
 
 from drift_eval.cli.shared import (bundled_scenes, compensation_option, install_compensation, load_model,
                                    model_dir, model_options, positive, scene_options, threads_option, whole)
-from drift_eval.errors import DriftUsageError
 
 NAME = "decode"
 HELP = "what free generations still carry of the prompt (probe, text, language)"

@@ -174,7 +174,7 @@ def _registered_module(model_registry, name) -> str | None:
 
 def wrap_evaluate(evaluator_module) -> None:
     """lm-eval's ``evaluate`` gets, for a run with drift tasks, the model wrapped for them
-    (``drift_eval.plugin.wrapper.for_run``: the run is checked first, before any request
+    (``drift_eval.plugin.run_check.for_run``: the run is checked first, before any request
     is built); a run without drift tasks is handed on exactly as it came."""
     original = evaluator_module.evaluate
     if getattr(original, "_drift_wrapped", False):
@@ -186,7 +186,7 @@ def wrap_evaluate(evaluator_module) -> None:
         # imported here: this module runs at start-up, the wrapper only for a run
         from drift_eval.logs import log
         from drift_eval.plugin.progress import RUN
-        from drift_eval.plugin.wrapper import for_run, tasks_of
+        from drift_eval.plugin.run_check import for_run, tasks_of
 
         given = signature.bind_partial(*args, **kwargs).arguments
         wrapped = for_run(given.get("lm"), tasks_of(given.get("task_dict")), given.get("apply_chat_template", False))

@@ -35,27 +35,23 @@ conversion cache was keyed by content goes on with the converted folder it began
 from __future__ import annotations
 
 import contextlib
-import glob
 import json
 import logging
 import os
-import shutil
 import sys
 import time
 
 from drift_eval import inert
 from drift_eval.errors import DriftUsageError
-from drift_eval.files import check_output_folder, folder_lock, move_aside, write_json_atomic
+from drift_eval.files import check_output_folder, folder_lock
 from drift_eval.logs import log as plugin_log
-from drift_eval.plugin import answer_cache
+from drift_eval.plugin import answer_cache, sweep_folder
 from drift_eval.plugin.request_types import CONVERSATION, TYPES
-from drift_eval.resultfiles.manifest import MANIFEST, read_manifest
-from drift_eval.resultfiles.names import converted_gguf, model_name
-from drift_eval.resultfiles.runfile import read_run_file
+from drift_eval.resultfiles.manifest import read_manifest
+from drift_eval.resultfiles.names import converted_gguf
 from drift_eval.settings import int_option, parse_settings
 
 BUILTIN_TYPES = ("generate_until", "loglikelihood", "loglikelihood_rolling")
-STAGING = ".partial-"
 RESUME = "rerun the same command to resume (finished settings and cached answers are kept)"
 
 
@@ -92,90 +88,6 @@ def _plugin_lines(log, warn):
         plugin_log.removeHandler(handler)
         plugin_log.setLevel(level)
         plugin_log.propagate = propagate
-
-
-# ------------------------------------------------------------------------ the folder
-def _check_manifest(output: str, options: dict) -> list:
-    """Settings an earlier run of this sweep planned; refuses a sweep with other options."""
-    old = read_manifest(output)
-    if old is None:
-        return []
-    diff = [k for k in options if old.get("options", {}).get(k) != options[k]]
-    if diff:
-        raise DriftUsageError(f"{output} holds a sweep run with other options ({', '.join(diff)} differ): "
-                              f"rerun with the same options, or use another --output")
-    return list(old["settings"])
-
-
-def _write_manifest(output: str, labels: list, options: dict) -> None:
-    write_json_atomic(os.path.join(output, MANIFEST),
-                      {"settings": labels, "tasks": options["tasks"], "options": options}, indent=2)
-
-
-def _run_files(folder: str) -> list:
-    return sorted(glob.glob(os.path.join(glob.escape(folder), "*", "results_*.json")) +
-                  glob.glob(os.path.join(glob.escape(folder), "*", "samples_*.jsonl")))
-
-
-def _complete(folder: str, label: str, tasks: list, log) -> bool:
-    """Whether ``folder`` holds a valid results file of setting ``label`` with every task
-    (and samples for every task that is not a group). Damaged files are reported; beside a
-    complete run they are moved aside at once (a setting that is not complete runs again,
-    and ``_clear`` moves them then)."""
-    complete, damaged = False, []
-    for path in sorted(glob.glob(os.path.join(glob.escape(folder), "*", "results_*.json"))):
-        try:
-            rf = read_run_file(path)
-        except DriftUsageError as exc:
-            log(f"damaged: {exc.message.split('; ')[0]}")
-            damaged.append(path)
-            continue
-        if not complete and rf.setting == label and all(t in rf.tasks for t in tasks) \
-                and all(tr.is_group or tr.samples is not None for tr in rf.tasks.values()):
-            complete = True
-        else:
-            damaged.append(path)
-    if complete:
-        for path in damaged:  # with their samples (same date)
-            date = os.path.basename(path)[len("results_"):-len(".json")]
-            samples = glob.glob(os.path.join(glob.escape(os.path.dirname(path)), f"samples_*_{glob.escape(date)}.jsonl"))
-            for f in [path, *samples]:
-                log(f"moved aside: {os.path.relpath(move_aside(f), os.path.dirname(folder))}")
-    return complete
-
-
-def _clear(folder: str, log) -> None:
-    """Before a setting runs again: move its earlier (incomplete or damaged) files aside
-    and drop staging folders that a killed run left."""
-    for path in _run_files(folder):
-        log(f"moved aside: {os.path.relpath(move_aside(path), os.path.dirname(folder))}")
-    for stale in glob.glob(os.path.join(glob.escape(folder), STAGING + "*")):
-        shutil.rmtree(stale, ignore_errors=True)
-
-
-def model_folder(model_args: dict, res: dict) -> str:
-    """The name of a run's model folder: its readable name (``model_name``) with the
-    characters that lm-eval replaces in folder names (``/``, ``:``, ...) made ``__``, and no
-    leading dot (a hidden folder is not read)."""
-    from lm_eval.utils import sanitize_model_name
-
-    return sanitize_model_name(model_name(model_args, res)).lstrip(".") or "model"
-
-
-def _publish(staging: str, folder: str) -> str:
-    """Check the staged run through the results loader, then rename its files into
-    ``folder/<model_folder>``: samples first, the results file last. Returns the results
-    file's path."""
-    [staged] = glob.glob(os.path.join(glob.escape(staging), "*", "results_*.json")) or [None]
-    if staged is None:
-        raise DriftUsageError(f"lm-eval wrote no results file under {staging}: is the disk full?")
-    rf = read_run_file(staged)  # the files as written, checked like any reader would
-    model_dir = os.path.join(folder, model_folder(rf.model_args, rf.raw))
-    os.makedirs(model_dir, exist_ok=True)
-    for path in [*rf.sample_files, staged]:
-        os.replace(path, os.path.join(model_dir, os.path.basename(path)))
-    shutil.rmtree(staging, ignore_errors=True)
-    return os.path.join(model_dir, os.path.basename(staged))
 
 
 # ------------------------------------------------------------------------ answers
@@ -406,9 +318,10 @@ def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limi
     stop_at = _stop_at(labels)
     check_output_folder(output, "--output")
     with folder_lock(output, "drift-eval sweep"):
-        planned = _check_manifest(output, options)
+        planned = sweep_folder.check_manifest(output, options)
         planned += [lab for lab in labels if lab not in planned]
-        done = {lab for c, lab in zip(configs, labels) if _complete(os.path.join(output, c.folder()), lab, task_list, log)}
+        done = {lab for c, lab in zip(configs, labels)
+                if sweep_folder.complete(os.path.join(output, c.folder()), lab, task_list, log)}
         status = {lab: "skipped" for lab in labels if lab in done}
         for i, lab in enumerate(labels, 1):
             if lab in done:
@@ -416,7 +329,7 @@ def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limi
         todo = [(c, lab) for c, lab in zip(configs, labels) if lab not in done]
         if not todo:
             if read_manifest(output) is None or set(planned) - set(read_manifest(output)["settings"]):
-                _write_manifest(output, planned, options)
+                sweep_folder.write_manifest(output, planned, options)
             log(f"sweep complete: {len(labels)} settings in {output}")
             return status
         with _plugin_lines(log, warn):
@@ -442,11 +355,11 @@ def _sweep(output, todo, labels, planned, options, task_list, margs, meta, gen, 
     log(f"loading {margs['pretrained']} once for {len(todo)} setting(s)...")
     lm = HFDriftLM.create_from_arg_obj(dict(margs), {"batch_size": batch_size, "device": device})
     log(f"model loaded in {time.perf_counter() - t0:.1f} s")
-    _write_manifest(output, planned, options)
+    sweep_folder.write_manifest(output, planned, options)
     for c, lab in todo:
         i = labels.index(lab) + 1
         folder = os.path.join(output, c.folder())
-        _clear(folder, log)
+        sweep_folder.clear(folder, log)
         cache = answer_cache.AnswerCache(os.path.join(folder, "cache"), warn=warn) if use_cache else None
         before = len(cache) if cache is not None else 0
         log(f"[{i}/{len(labels)}] {lab}: running {', '.join(task_list)}"
@@ -458,7 +371,7 @@ def _sweep(output, todo, labels, planned, options, task_list, margs, meta, gen, 
         lm.set_compensation(c)
         answers = _Answers(lm, cache, batch_size if isinstance(batch_size, int) else 1)
         answers.install([*BUILTIN_TYPES, *TYPES])
-        staging = os.path.join(folder, f"{STAGING}{os.getpid()}")
+        staging = os.path.join(folder, f"{sweep_folder.STAGING}{os.getpid()}")
         tracker = EvaluationTracker(output_path=staging)
         t1 = time.perf_counter()
         try:
@@ -471,7 +384,7 @@ def _sweep(output, todo, labels, planned, options, task_list, margs, meta, gen, 
             tracker.save_results_aggregated(results=results, samples=samples)
             for task_name in results["configs"]:
                 tracker.save_results_samples(task_name=task_name, samples=samples[task_name])
-            _publish(staging, folder)
+            sweep_folder.publish(staging, folder)
         finally:
             answers.remove()
             if cache is not None:

@@ -50,7 +50,7 @@ class YamlTask(ConfigurableTask):
 
     def build_all_requests(self, *, rank: int = 0, world_size: int = 1, chat_template=None, **kwargs):
         """lm-eval's, after checking the generation kwargs (the model and chat template are
-        checked before, by ``wrapper.for_run``), rendering chats through
+        checked before, by ``run_check.for_run``), rendering chats through
         ``InstructionKeeping``, plus: a rank of a data-parallel run that gets
         no documents (a task with fewer documents than ranks) builds the first document's
         requests anyway. lm-eval runs each request type with a barrier after it, so every

@@ -2,7 +2,7 @@
 
 When, and only when, the tasks of an ``evaluate`` call include drift tasks (the project's
 ``YamlTask`` subclasses), the registration hook (``drift_eval.plugin.registration``) checks
-the run (``run_problems``) and passes ``DriftLM(lm, ...)`` to ``evaluate`` instead of the
+the run (``drift_eval.plugin.run_check``) and passes ``DriftLM(lm, ...)`` to ``evaluate`` instead of the
 user's model, in the manner of lm-eval's ``CachingLM``. The wrapper
 
 * hands every request of another task to the user's model untouched, in one call per
@@ -21,8 +21,8 @@ user's model, in the manner of lm-eval's ``CachingLM``. The wrapper
   run goes on (``drift_eval.plugin.scoring``; ``scoring_workers`` in ``--metadata``);
 * fills a data-parallel rank's missing metric keys of the drift tasks (``gather_object``);
 * before the first document of a run whose drift tasks force their answers' length, checks
-  that the backend really forces one (``check_forcing``: one short forced request), and
-  stops with one line if it does not.
+  that the backend really forces one (``drift_eval.plugin.forcing``: one short forced
+  request), and stops with one line if it does not.
 
 Everything else (``rank``, ``tokenizer``, ``apply_chat_template``...) is the user's model's.
 The wrapper changes nothing on the model or its class; the drift tasks keep their
@@ -34,25 +34,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import json
 import time
-import weakref
 
-from drift_eval import inert
 from drift_eval.errors import DriftUsageError
 from drift_eval.logs import log
 from drift_eval.plugin import backends, batches, chat, reasoning, scoring, servers
 from drift_eval.plugin.answers import Answer, meta_of
-from drift_eval.plugin.chat import InstructionKeeping, probe
+from drift_eval.plugin.chat import InstructionKeeping
 from drift_eval.plugin.progress import RUN
 from drift_eval.plugin.request_types import CONVERSATION, TYPES
-from drift_eval.settings import CONVERSATION_CACHE_MB, conversation_cache_setting
+from drift_eval.settings import CONVERSATION_CACHE_MB
 
-#: the forced-length check before a run: a request whose natural answer is one word
-FORCING_SYSTEM = "Answer in as few words as you can."
-FORCING_PROMPT = "Reply with the single word: yes"
-FORCING_TOKENS = 64
-_forcing: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> why it does not force ('' if it does)
 
 
 def innermost(lm):
@@ -340,68 +332,14 @@ class DriftLM:
             return render
         return lambda messages, **kw: tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
-    def check_forcing(self, tasks) -> None:
-        """One line, before any document, unless the backend forces a minimum length: one
-        short forced request (``FORCING_PROMPT``, whose natural answer is one word, with a
-        minimum of ``FORCING_TOKENS`` tokens) must come back that long by the engine's own
-        count (vLLM, a server's ``usage``), or 80% of it by a count made again from the text,
-        which may differ by a few tokens (a backend that cannot count the tokens passes).
-        Checked once per model object (a sweep's settings share it)."""
-        known = _forcing.get(self.model)
-        if known is None:
-            known = _forcing[self.model] = self._forcing_problem()
-        if known:
-            raise DriftUsageError(f"{', '.join(sorted(tasks))} force answers to a length, but {known}; or run them "
-                                  f"unforced on purpose with --gen_kwargs min_new_tokens=0 (the results then say "
-                                  f"unforced)")
-
-    def _forcing_problem(self) -> str:
-        """Why the backend did not force the probe's length ('' when it did or cannot be
-        told)."""
-        from lm_eval.api.instance import Instance
-
-        backend = self.backend
-        if backend.length_kwarg is None:
-            return (f"{backend.model} cannot force a minimum length (its requests have no such field): use a backend "
-                    f"that can (docs/backends.md)")
-        gen = {"until": [], "max_gen_toks": FORCING_TOKENS, backends.FORCE_KWARG: FORCING_TOKENS, "do_sample": False,
-               "temperature": 0.0}
-        messages = [{"role": "system", "content": FORCING_SYSTEM}, {"role": "user", "content": FORCING_PROMPT}]
-        context = (self.render(messages, add_generation_prompt=True) if self.chat and self.render
-                   else f"{FORCING_SYSTEM}\n\n{FORCING_PROMPT}")
-        probe = Instance("generate_until", {"system_prompt": FORCING_SYSTEM}, (context, gen), 0)
-        sent, plan = self._prepared([probe])
-        if backends.EngineOutputs.observes(self.model):
-            outputs = backends.EngineOutputs.generate(self.model, sent, disable_tqdm=True)
-        else:
-            with _server_counts(self.model, self.backend):
-                # the model's own method: a sweep's answer cache on the instance neither stores nor counts it
-                outputs = type(self.model).generate_until(self.model, sent, disable_tqdm=True)
-        # the engine's own count must reach the length; a count made again from the text may differ by a few
-        reported = backend.reports_usage and isinstance(meta_of(outputs[0]).get("tokens"), int)
-        [answer] = self._answers(outputs, plan)
-        tokens = answer.meta.get("tokens")
-        if tokens is not None:  # a reasoning model's minimum counts its trace too (backends.EngineOutputs)
-            tokens += answer.meta.get("trace_tokens") or 0
-        if tokens is None or tokens >= (FORCING_TOKENS if reported else 0.8 * FORCING_TOKENS):
-            return ""
-        sent_as = {k: v for k, v in sent[0].args[1].items() if k not in ("until", "do_sample", "temperature")}
-        said = inert.terminal(str(answer)[:60], one_line=True)
-        if backend.end_kwarg == "logit_bias" and not self.end_ids:
-            fix = ("the server named none of its end-of-turn tokens (it has no tokenize endpoint of the llama.cpp "
-                   "family), so only min_tokens was sent: serve the model with llama-cpp-python's or llama.cpp's "
-                   "server, or give lm-eval its tokenizer (--model_args tokenizer_backend=huggingface,tokenizer=...)")
-        elif backend.end_kwarg == "logit_bias":
-            fix = f"the logit bias on its end-of-turn tokens {self.end_ids} did not hold them back (docs/backends.md)"
-        else:
-            fix = "see docs/backends.md for how each backend forces a length"
-        return (f"{backend.model} did not force it: asked to reply to {FORCING_PROMPT!r} with at least "
-                f"{FORCING_TOKENS} tokens (sent {json.dumps(sent_as, sort_keys=True)}), it returned {tokens} "
-                f"tokens ('{said}'); {fix}")
-
     # ------------------------------------------------------------------ data-parallel runs
     def gather_object(self, obj, *args, **kwargs):
         return backends.fill_gathered_metrics(self.lm.gather_object(obj, *args, **kwargs), self.drift_tasks)
+
+
+def needs_hf_drift(tasks, what: str) -> str:
+    return (f"{', '.join(sorted(tasks)) or 'this task'} {what}, which only the 'hf-drift' model serves: "
+            f"run it with --model hf-drift")
 
 
 def _timed(generate, requests, *args, **kwargs) -> list:
@@ -447,132 +385,3 @@ class _server_counts:
         if self.model is not None:
             vars(self.model).pop("parse_generations", None)
         return False
-
-
-# ---------------------------------------------------------------------------- the run check
-def drift_tasks(tasks: dict) -> dict:
-    """The project's tasks among ``tasks`` (name -> task)."""
-    from drift_eval.plugin.task_base import YamlTask
-
-    return {n: t for n, t in tasks.items() if isinstance(t, YamlTask)}
-
-
-def sample_requests(task, name: str) -> list:
-    """The requests a drift task builds for its first document (what it sends, and with
-    which generation kwargs)."""
-    docs = task.eval_docs
-    if not len(docs):
-        return []
-    inst = task.construct_requests(doc=docs[0], ctx="", metadata=(name, 0, 1),
-                                   apply_chat_template=False, chat_template=None)
-    return inst if isinstance(inst, list) else [inst]
-
-
-def request_types(task, name: str) -> set:
-    """The request types a drift task sends."""
-    return {i.request_type for i in sample_requests(task, name)}
-
-
-def forced_length(task, name: str) -> int:
-    """The length a drift task forces its answers to (0: none)."""
-    return max((int((i.args[1] or {}).get(backends.FORCE_KWARG) or 0) for i in sample_requests(task, name)
-                if i.request_type == "generate_until" and isinstance(i.args[1], dict)), default=0)
-
-
-def needs_hf_drift(tasks, what: str) -> str:
-    return (f"{', '.join(sorted(tasks)) or 'this task'} {what}, which only the 'hf-drift' model serves: "
-            f"run it with --model hf-drift")
-
-
-def conversation_cache_of(tasks: dict) -> tuple[str, int]:
-    """The ``conversation_cache`` and ``conversation_cache_mb`` of the run's ``--metadata``
-    (lm-eval hands it to every task's config), checked: one line for a bad value, or for
-    tasks that were given different ones."""
-    seen = set()
-    for task in tasks.values():
-        meta = getattr(getattr(task, "config", None), "metadata", None) or {}
-        seen.add(conversation_cache_setting(meta.get("conversation_cache", "off"),
-                                            meta.get("conversation_cache_mb", CONVERSATION_CACHE_MB)))
-    if len(seen) > 1:
-        raise DriftUsageError(f"the drift tasks were given different conversation_cache settings "
-                              f"({', '.join(f'{m}/{mb} MiB' for m, mb in sorted(seen))}): give one in --metadata")
-    return seen.pop() if seen else ("off", CONVERSATION_CACHE_MB)
-
-
-def scoring_workers_of(tasks: dict) -> int:
-    """The ``scoring_workers`` of the run's ``--metadata`` (``scoring.workers_setting``;
-    ``auto`` where none is given), checked: one line for a bad value, or for tasks that
-    were given different ones."""
-    seen = {scoring.workers_setting((getattr(getattr(t, "config", None), "metadata", None) or {})
-                                    .get("scoring_workers", scoring.AUTO)) for t in tasks.values()}
-    if len(seen) > 1:
-        raise DriftUsageError(f"the drift tasks were given different scoring_workers settings "
-                              f"({', '.join(map(str, sorted(seen)))}): give one in --metadata")
-    return seen.pop() if seen else 0
-
-
-def run_problems(lm, tasks: dict, chat: bool, conversation_cache: str = "off") -> list[str]:
-    """Everything that would stop the drift ``tasks`` on ``lm`` part-way, one phrase each."""
-    model = innermost(lm)
-    backend = backends.backend_of(model)
-    by_type: dict = {}
-    for name, task in tasks.items():
-        for rtype in request_types(task, name):
-            by_type.setdefault(rtype, []).append(name)
-    problems = [needs_hf_drift(names, TYPES[rtype].needs) for rtype, names in by_type.items()
-                if rtype in TYPES and not TYPES[rtype].any_chat_model and not hasattr(model, rtype)]
-    single = by_type.get("generate_until", [])
-    if backend.chat_api and not chat and single:
-        problems.append(f"{', '.join(sorted(single))} on {backend.model} needs --apply_chat_template "
-                        f"(a chat endpoint takes messages, not a prompt)")
-    conversations = by_type.get(CONVERSATION.name, [])
-    if conversations or (chat and single):
-        render = getattr(model, "apply_chat_template", None)
-        why = probe(render, backend.model).problem if render is not None else f"{backend.model} has none"
-        if why:
-            who = conversations or single
-            need = (f"{CONVERSATION.needs}, which needs a chat template" if conversations
-                    else "--apply_chat_template needs a chat template")
-            problems.append(f"{', '.join(sorted(who))} {need}: {why}")
-    if conversations and conversation_cache == "on" and not callable(getattr(model, "carried_conversations", None)):
-        from drift_eval.plugin import carry
-
-        if backend.model != "hf" or not carry.stock_hf(model):
-            problems.append(f"conversation_cache=on carries conversations on hf and hf-drift only, not on "
-                            f"{backend.model} ({type(model).__name__}; servers reuse a shared prefix themselves: "
-                            f"docs/backends.md); use conversation_cache=auto or off")
-        elif not carry.can_carry(model):
-            problems.append(f"conversation_cache=on: the key/value cache of {type(model.model).__name__} cannot be "
-                            f"carried between turns (only full-attention and sliding-window layers can): use "
-                            f"conversation_cache=auto or off")
-    return problems
-
-
-def tasks_of(task_dict) -> dict:
-    """name -> task of what lm-eval hands ``evaluate`` (``TaskManager.load``'s dict, or the
-    nested dict of earlier versions)."""
-    if isinstance(task_dict, dict) and "tasks" in task_dict:
-        return dict(task_dict["tasks"] or {})
-    from lm_eval.evaluator_utils import _handle_back_comp
-
-    return _handle_back_comp(task_dict or {})[1]
-
-
-def for_run(lm, tasks: dict, chat) -> DriftLM | None:
-    """The model ``evaluate`` gets for ``tasks`` (name -> task): ``DriftLM`` around ``lm``
-    when drift tasks are among them, after checking the run (one ``DriftUsageError`` line
-    naming every problem, before any request is built); ``None`` (use ``lm`` as it is)
-    when there are none."""
-    ours = drift_tasks(tasks)
-    if not ours:
-        return None
-    cache = conversation_cache_of(ours)
-    workers = scoring_workers_of(ours)
-    problems = run_problems(lm, ours, bool(chat), cache[0])
-    if problems:
-        raise DriftUsageError("; ".join(problems))
-    wrapped = DriftLM(lm, ours, bool(chat), cache, workers)
-    forced = [name for name, task in ours.items() if forced_length(task, name)]
-    if forced:
-        wrapped.check_forcing(forced)
-    return wrapped
