@@ -147,16 +147,15 @@ def test_the_end_of_turn_tokens_go_with_a_forced_length_under_each_backends_name
         {k for k in FORCED if k != "min_new_tokens"}  # a backend that cannot force gets nothing
 
 
-def test_chat_responses_carry_the_servers_token_count_during_a_drift_call_only(api_models):
+def test_chat_responses_carry_the_servers_token_count_through_the_drift_calls_stand_in_only(api_models):
     local, _ = api_models
     resp = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Bonjour"}}],
             "usage": {"prompt_tokens": 9, "completion_tokens": 3}}
-    before = dict(vars(type(local)))
-    with wrapper._server_counts(local, b.backend_of(local)):
-        [text] = local.parse_generations(outputs=[resp])
+    before, state = dict(vars(type(local))), dict(vars(local))
+    [text] = b.ServerCounts(local).parse_generations(outputs=[resp])
     assert text == "Bonjour" and text.meta == {"tokens": 3}
-    [plain] = local.parse_generations(outputs=[resp])  # after the call: lm-eval's own, untouched
-    assert type(plain) is str and "parse_generations" not in vars(local) and dict(vars(type(local))) == before
+    [plain] = local.parse_generations(outputs=[resp])  # the model's own: lm-eval's, untouched
+    assert type(plain) is str and vars(local) == state and dict(vars(type(local))) == before
 
 
 class VLLM:
@@ -342,8 +341,7 @@ def test_a_servers_reasoning_is_the_trace_and_its_count_comes_off_the_answers(ap
     parsed = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Bonjour à tous",
                                                     "reasoning_content": " The user wants French. "}}],
               "usage": {"completion_tokens": 30, "completion_tokens_details": {"reasoning_tokens": 26}}}
-    with wrapper._server_counts(local, b.backend_of(local)):
-        [text] = local.parse_generations(outputs=[parsed])
+    [text] = b.ServerCounts(local).parse_generations(outputs=[parsed])
     assert text == "Bonjour à tous" and text.meta == {"tokens": 4, "trace": "The user wants French.",
                                                        "trace_tokens": 26}
     usage = b.backend_of(local)
@@ -585,7 +583,7 @@ def test_the_conversation_bar_shows_every_turn_also_when_turns_end_at_once(capsy
 
     spec = ConversationSpec("Answer only in French.", ["u1", "u2", "u3"])
     req = Instance(CONVERSATION.name, {}, (spec.to_json(), {"until": [], "max_gen_toks": 8}), 0)
-    [history] = conversations.serve(Instant(), [req])
+    [history] = conversations.serve(wrapper.DriftLM(Instant(), set()), [req])
     assert json.loads(history)[-1] == {"role": "assistant", "content": "réponse"}
     shown = capsys.readouterr().err
     assert all(f"{k}/3" in shown for k in (1, 2, 3)), shown

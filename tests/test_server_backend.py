@@ -112,3 +112,36 @@ def test_the_server_reuses_a_conversation_prefix_and_says_whether_it_reports_cac
     assert reported is None  # 0.3.16 reports none; a newer server that does should update docs/backends.md
     assert hits and max(hits) >= one["usage"]["prompt_tokens"] - 1  # the first turn's prompt was reused
     assert two["usage"]["prompt_tokens"] > one["usage"]["prompt_tokens"]
+
+
+@pytest.mark.parametrize("concurrent", [1, 2])
+def test_the_servers_counts_reach_the_answers_with_the_model_unchanged_also_through_lm_evals_cache(server, tmp_path,
+                                                                                                   concurrent):
+    """A drift call on a chat-completions server gives each answer the server's own token
+    count (``backends.ServerCounts``: a stand-in for the call), on lm-eval's synchronous
+    and concurrent paths and through its ``CachingLM`` (``--use_cache``); the model object
+    and its class gain or change no attribute. Without the count an answer of a model with
+    no tokenizer could not be called forced."""
+    import dataclasses
+
+    from lm_eval.api.model import CachingLM
+    from lm_eval.models.openai_completions import LocalChatCompletion
+    from lm_eval.tasks import TaskManager
+
+    from drift_eval.plugin.backends import FORCE_KWARG
+    from drift_eval.plugin.wrapper import DriftLM
+
+    model = LocalChatCompletion(base_url=server.url, model=server.alias, num_concurrent=concurrent, max_retries=1)
+    task = TaskManager().load(["drift_french_single"])["tasks"]["drift_french_single"]
+    task.build_all_requests(limit=2, rank=0, world_size=1, apply_chat_template=True,
+                            chat_template=model.apply_chat_template)
+    requests = [dataclasses.replace(i, arguments=(i.args[0], {**i.args[1], "max_gen_toks": 8, FORCE_KWARG: 8}))
+                for i in task.instances]
+    # the model's own first call sets what lm-eval caches on it (its header, its end string)
+    model.generate_until([dataclasses.replace(requests[0], arguments=(requests[0].args[0], {"max_gen_toks": 2}))])
+    for lm in (model, CachingLM(model, str(tmp_path / "cache.db"))):
+        state, cls_state = dict(vars(model)), dict(vars(type(model)))
+        answers = DriftLM(lm, {"drift_french_single"}).generate_until(requests)
+        assert [a.meta.get("tokens") for a in answers] == [8, 8], [a.meta for a in answers]
+        assert all(a.meta["forced_length"] is True for a in answers)
+        assert vars(model) == state and dict(vars(type(model))) == cls_state

@@ -35,7 +35,9 @@ lm-eval's chat models (``hf``, ``vllm``, ``sglang``, ``local-chat-completions``,
 """
 from __future__ import annotations
 
+import inspect
 import json
+import types
 from dataclasses import dataclass
 
 from drift_eval.plugin import reasoning
@@ -207,15 +209,16 @@ class EngineOutputs:
                 and callable(getattr(type(model), "_model_generate", None)) and "generate_until" not in vars(model))
 
     @classmethod
-    def generate(cls, model, requests, first_of_two: bool = False, **kwargs) -> list:
+    def generate(cls, model, requests, first_of_two: bool = False, via=None, **kwargs) -> list:
         """``model.generate_until(requests)``, each text as an ``Answer`` with what the engine
         reported, paired with its request by the prompt (a text it cannot pair, for a prompt
         that lm-eval truncated, is returned as it is): on vLLM its own counts; with
         ``think_end_token``, the trace that lm-eval cut off the answer (on ``hf`` the visible
         answer's count is made from its text, as for any ``hf`` answer); with ``first_of_two``
         (the first of a forced reasoning answer's two requests), that reasoning as generated
-        instead (``reasoning.reasoning_of``)."""
-        observer = cls(model)
+        instead (``reasoning.reasoning_of``). ``via``: a ``StandIn`` of ``model`` to observe
+        instead of the model itself (its methods then run within the observed call)."""
+        observer = cls(model if via is None else via)
         texts = type(model).generate_until(observer, requests, **kwargs)
         return cls._pair(model, requests, texts, observer._outputs, first_of_two)
 
@@ -290,6 +293,61 @@ def with_server_counts(texts: list, responses, model=None) -> list:
             meta["tokens"] = count_tokens(model, text) if model is not None else None
         out.append(Answer(text, **meta))
     return out
+
+
+class StandIn:
+    """A stand-in for a model during one call of the plugin's: lm-eval's own methods run on
+    it unchanged, with the stand-in as ``self``; every attribute is the model's, every method
+    of the model's class runs with the stand-in as ``self`` (so that the calls it makes reach
+    the stand-in's own methods), and a subclass's own methods take the model's place for
+    that call (``super()`` is not the model's: they call ``self.stands_for``'s). This is how
+    the plugin changes what a model does for one call without changing the model object or
+    its class. lm-eval's models write nothing on ``self`` during ``generate_until``, so
+    nothing is lost with the stand-in."""
+
+    def __init__(self, model):
+        self.stands_for = model
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name == "stands_for":
+            raise AttributeError(name)
+        model = self.stands_for
+        if name not in vars(model):
+            function = inspect.getattr_static(type(model), name, None)
+            if isinstance(function, types.FunctionType):  # a method: it runs on the stand-in
+                return types.MethodType(function, self)
+        return getattr(model, name)
+
+
+class ServerCounts(StandIn):
+    """A stand-in (``StandIn``) for a chat-completions server model (lm-eval's
+    ``TemplateAPI`` models) during one drift call (``generate``), on the synchronous and
+    the concurrent paths alike: its ``parse_generations`` is the model's, with each text
+    given the server's token count (``with_server_counts``). lm-eval hands a model's raw
+    responses to nothing else."""
+
+    def parse_generations(self, outputs, *args, **kwargs):
+        return with_server_counts(self.stands_for.parse_generations(outputs, *args, **kwargs), outputs, self.stands_for)
+
+    @classmethod
+    def applies(cls, model, backend) -> bool:
+        """Whether ``model`` is a chat-completions server model whose answers can carry the
+        server's counts."""
+        return backend.chat_api and callable(getattr(type(model), "parse_generations", None))
+
+    @classmethod
+    def generate(cls, target, model, requests, *args, **kwargs) -> list:
+        """``target.generate_until(requests)`` with the server's counts, where ``target`` is
+        ``model`` or lm-eval's ``CachingLM`` around it (a copy of it then sends what its
+        cache lacks to the stand-in); a target of another kind is called as it is."""
+        if target is model:
+            return type(model).generate_until(cls(model), requests, *args, **kwargs)
+        inner = vars(target).get("lm")
+        if inner is not model or type(target).__name__ != "CachingLM":
+            return target.generate_until(requests, *args, **kwargs)
+        view = object.__new__(type(target))  # a copy of its attributes (its cache shared), its model the stand-in
+        vars(view).update({**vars(target), "lm": cls(model)})
+        return view.generate_until(requests, *args, **kwargs)
 
 
 def fill_gathered_metrics(gathered, tasks=None):

@@ -9,10 +9,10 @@ One place for both models that carry conversations:
   and calls ``begin``/``end`` around each batch in its own ``_model_generate``, with the
   compensation span of each row;
 * lm-eval's own ``hf`` model takes it from ``--metadata`` (its ``--model_args`` go to
-  ``from_pretrained``): ``StockCarry`` shadows ``tok_batch_encode`` and ``_model_generate``
-  on that one model object, for the duration of one ``generate_conversation`` call only,
-  as ``drift_eval.plugin.wrapper._server_counts`` does for a server's parser; lm-eval's
-  class is never touched, and its ``generate_until`` batches, pads and stops as ever.
+  ``from_pretrained``): ``StockCarry`` sends one ``generate_conversation`` call's turns
+  through ``CarryingHF``, a stand-in for the model whose ``tok_batch_encode`` and
+  ``_model_generate`` are its own (``backends.StandIn``); neither the model object nor
+  lm-eval's class is changed, and its ``generate_until`` batches, pads and stops as ever.
 
 ``carrying`` sizes the call's conversations against the cap (``conversation_cache_mb``):
 past it, ``on`` stops with one line and ``auto`` re-encodes (one warning line). What is
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from drift_eval.errors import DriftUsageError
 from drift_eval.logs import log
+from drift_eval.plugin.backends import StandIn
 from drift_eval.plugin.generation import (ConversationStore, bytes_per_token, cache_kwarg, carried_cache,
                                          generated_tokens, seed)
 
@@ -128,41 +129,43 @@ def stock_hf(model) -> bool:
 
 class StockCarry:
     """``carried_conversations`` for lm-eval's ``hf`` model (``setting``, ``cap_mb``: the
-    run's ``--metadata`` ``conversation_cache`` and ``conversation_cache_mb``)."""
+    run's ``--metadata`` ``conversation_cache`` and ``conversation_cache_mb``): the store it
+    yields names the model the turns go through (``ConversationStore.target``), a
+    ``CarryingHF`` stand-in for the model."""
 
     def __init__(self, lm, setting: str, cap_mb: int):
         self.lm, self.setting, self.cap_mb = lm, setting, cap_mb
 
     @contextmanager
     def __call__(self, specs, gen_kwargs):
-        lm = self.lm
-        with carrying(lm, self.setting, self.cap_mb, "none", specs, gen_kwargs) as store:
-            if store is None:
-                yield None
-                return
-            encode, generate, seen = lm.tok_batch_encode, lm._model_generate, []
+        with carrying(self.lm, self.setting, self.cap_mb, "none", specs, gen_kwargs) as store:
+            if store is not None:
+                store.target = CarryingHF(self.lm, store)
+            yield store
 
-            def tok_batch_encode(strings, *args, **kwargs):
-                seen[:] = [list(strings)]
-                return encode(strings, *args, **kwargs)
 
-            def _model_generate(context, max_length, stop, **generation_kwargs):
-                rows = seen[0] if seen else [None] * context.shape[0]
-                turn = begin(store, lm, rows, context, max_length, generation_kwargs, [0] * context.shape[0])
-                out = generate(context, max_length, stop, **generation_kwargs)
-                if turn is not None:
-                    width = context.shape[1]
-                    end(store, turn, out, width,
-                        generated_tokens(out, width, end_ids(lm, generation_kwargs), lm.tokenizer.pad_token_id))
-                return out
+class CarryingHF(StandIn):
+    """A stand-in (``backends.StandIn``) for lm-eval's ``hf`` model during the turns of one
+    ``generate_conversation`` call: lm-eval's ``generate_until`` batches, pads and stops as
+    ever; ``tok_batch_encode`` notes each batch's prompts, and ``_model_generate`` starts
+    each row from the keys and values its conversation already holds (``begin``) and keeps
+    them after the batch (``end``)."""
 
-            shadows = {"tok_batch_encode": tok_batch_encode, "_model_generate": _model_generate}
-            if set(shadows) & set(vars(lm)):  # already shadowed by someone: leave it be
-                yield None
-                return
-            vars(lm).update(shadows)
-            try:
-                yield store
-            finally:
-                for name in shadows:
-                    vars(lm).pop(name, None)
+    def __init__(self, model, store):
+        super().__init__(model)
+        self.store, self.seen = store, []
+
+    def tok_batch_encode(self, strings, *args, **kwargs):
+        self.seen[:] = [list(strings)]
+        return self.stands_for.tok_batch_encode(strings, *args, **kwargs)
+
+    def _model_generate(self, context, max_length, stop, **generation_kwargs):
+        lm = self.stands_for
+        rows = self.seen[0] if self.seen else [None] * context.shape[0]
+        turn = begin(self.store, lm, rows, context, max_length, generation_kwargs, [0] * context.shape[0])
+        out = lm._model_generate(context, max_length, stop, **generation_kwargs)
+        if turn is not None:
+            width = context.shape[1]
+            end(self.store, turn, out, width,
+                generated_tokens(out, width, end_ids(lm, generation_kwargs), lm.tokenizer.pad_token_id))
+        return out

@@ -99,7 +99,8 @@ def _turns(drift_lm, specs, gen_kwargs, store, progress):
         if batch:
             if store is not None:
                 store.expect([(r.args[0], i) for r, i in zip(batch, owners)])
-            for i, reply in zip(owners, drift_lm.generate_drift(batch, drift_lm.model, disable_tqdm=True)):
+            target = store.target if store is not None and store.target is not None else drift_lm.model
+            for i, reply in zip(owners, drift_lm.generate_drift(batch, target, disable_tqdm=True)):
                 if store is not None and store.reused.pop(i, None) is False:
                     re_encoded.append((i, len(histories[i])))
                 histories[i].append({"role": "assistant", "content": reply})
@@ -108,16 +109,13 @@ def _turns(drift_lm, specs, gen_kwargs, store, progress):
     return histories, re_encoded
 
 
-def serve(lm, requests, disable_tqdm: bool = False) -> list[str]:
-    """``generate_conversation`` for any chat model (``lm``: a ``DriftLM``, or a model that
-    serves the request type itself, ``hf-drift``): the whole conversation of each request
-    as JSON text, exactly as the model saw it (the instruction folded into the first user
-    message where the template has no system role)."""
+def serve(drift_lm, requests, disable_tqdm: bool = False) -> list[str]:
+    """``generate_conversation`` for any chat model, through the wrapper a drift run gets
+    (``drift_lm``: a ``drift_eval.plugin.wrapper.DriftLM``): the whole conversation of each
+    request as JSON text, exactly as the model saw it (the instruction folded into the first
+    user message where the template has no system role)."""
     from tqdm import tqdm
 
-    from drift_eval.plugin.wrapper import DriftLM
-
-    drift_lm = lm if isinstance(lm, DriftLM) else DriftLM(lm, {getattr(r, "task_name", None) for r in requests})
     if not requests:
         return []
     n_turns = max(len(ConversationSpec.from_json(r.args[0]).user_turns) for r in requests)

@@ -11,7 +11,6 @@ from drift_eval import inert
 from drift_eval.errors import DriftUsageError
 from drift_eval.plugin import backends
 from drift_eval.plugin.answers import meta_of
-from drift_eval.plugin.wrapper import _server_counts
 
 #: the probe: a request whose natural answer is one word
 FORCING_SYSTEM = "Answer in as few words as you can."
@@ -56,9 +55,10 @@ def _forcing_problem(lm) -> str:
     if backends.EngineOutputs.observes(lm.model):
         outputs = backends.EngineOutputs.generate(lm.model, sent, disable_tqdm=True)
     else:
-        with _server_counts(lm.model, lm.backend):
-            # the model's own method: a sweep's answer cache on the instance neither stores nor counts it
-            outputs = type(lm.model).generate_until(lm.model, sent, disable_tqdm=True)
+        # the model's own method: a sweep's answer cache neither stores nor counts it
+        outputs = (backends.ServerCounts.generate(lm.model, lm.model, sent, disable_tqdm=True)
+                   if backends.ServerCounts.applies(lm.model, backend)
+                   else type(lm.model).generate_until(lm.model, sent, disable_tqdm=True))
     # the engine's own count must reach the length; a count made again from the text may differ by a few
     reported = backend.reports_usage and isinstance(meta_of(outputs[0]).get("tokens"), int)
     [answer] = lm._answers(outputs, plan)

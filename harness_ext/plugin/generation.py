@@ -297,6 +297,7 @@ class ConversationStore:
         self._expected: dict = {}
         self._warned = set()
         self.positions = self.carried = 0  # prompt positions over the call, and those taken from held states
+        self.target = None  # the model object the turns go through (None: the model itself)
 
     def _say(self, what: str, line: str) -> None:
         if what not in self._warned and self.warn is not None:

@@ -30,12 +30,14 @@ from drift_eval.compensation import bias as comp
 from drift_eval.compensation.spans import system_span_end, token_counts
 from drift_eval.errors import DriftUsageError
 from drift_eval.logs import log
-from drift_eval.plugin.answers import Answer, count_tokens
 from drift_eval.plugin import carry, reasoning
+from drift_eval.plugin.answers import Answer, count_tokens
 from drift_eval.plugin.generation import (ConversationStore, Watch, cache_kwarg, generated_tokens, reserved_cache,
                                          show_progress)
 from drift_eval.plugin.local_models import cached_from_gguf
-from drift_eval.plugin.request_types import TYPES
+from drift_eval.plugin.request_types import CONVERSATION, TYPES
+from drift_eval.plugin.serving import SERVERS
+from drift_eval.plugin.wrapper import DriftLM
 from drift_eval.settings import CONVERSATION_CACHE_MB, CompensationConfig, conversation_cache_setting
 
 
@@ -221,11 +223,16 @@ class HFDriftLM(HFLM):
 
 
 def _serving(rt):
+    function = SERVERS[rt.name]
+
     def serve(self, requests, disable_tqdm: bool = False):
-        return rt.serving_function()(self, requests, disable_tqdm=disable_tqdm)
+        lm = self
+        if rt is CONVERSATION:  # conversations run through the drift wrapper: hf-drift called alone makes one
+            lm = DriftLM(self, {getattr(r, "task_name", None) for r in requests})
+        return function(lm, requests, disable_tqdm=disable_tqdm)
 
     serve.__name__ = rt.name
-    serve.__doc__ = f"Serve ``{rt.name}`` requests ({rt.serve})."
+    serve.__doc__ = f"Serve ``{rt.name}`` requests (``{function.__module__}.{function.__qualname__}``)."
     return serve
 
 

@@ -7,21 +7,20 @@ A record says everything the project needs to know about a request type:
   serve it;
 * ``answer``: the shape of its answer (JSON text: a list of chat messages, or an object
   with at least ``keys``), which a cache checks before it hands a stored answer back;
-* ``serve``: the function that serves a batch of requests on a model, as
-  ``"module:function"`` (imported on first use: the table itself needs no torch), called
-  as ``serve(lm, requests, disable_tqdm=False)`` and returning one answer per request;
 * ``any_chat_model``: served on every lm-eval model with a chat template (conversations),
   rather than only by models that implement it (``hf-drift``).
 
-Everything else is derived from ``TYPES``: ``hf-drift``'s methods
+The function that serves each type is in ``drift_eval.plugin.serving`` (by reference: it
+imports the measurements, and so torch, which this table does not). Everything else is
+derived from ``TYPES``: ``hf-drift``'s methods
 (``drift_eval.plugin.model``), how the wrapper a drift run gets dispatches them and the
 check before a run (``drift_eval.plugin.wrapper``), the answer cache's type check
 (``drift_eval.plugin.answer_cache``) and the request types a sweep caches
-(``drift_eval.plugin.sweep``). A new request type is one new record here.
+(``drift_eval.plugin.sweep``). A new request type is one new record here and its serving
+function's entry in ``serving.SERVERS``.
 """
 from __future__ import annotations
 
-import importlib
 import json
 from dataclasses import dataclass
 
@@ -33,15 +32,9 @@ OBJECT = "object"       # the answer is a JSON object with (at least) the record
 class RequestType:
     name: str
     needs: str
-    serve: str
     answer: str = OBJECT
     keys: tuple = ()
     any_chat_model: bool = False
-
-    def serving_function(self):
-        """The function that serves this request type (its module imported now)."""
-        module, _, function = self.serve.partition(":")
-        return getattr(importlib.import_module(module), function)
 
     def check(self, text) -> None:
         """Raise ``ValueError`` unless ``text`` has the documented shape of an answer."""
@@ -62,22 +55,22 @@ class RequestType:
 
 CONVERSATION = RequestType(
     "generate_conversation", "feeds the model's replies back as conversation history",
-    "drift_eval.plugin.conversations:serve", answer=MESSAGES, any_chat_model=True)
+    answer=MESSAGES, any_chat_model=True)
 POSITION_PROFILE = RequestType(
     "position_profile", "reads attention weights and gradients inside the model",
-    "drift_eval.measure.position_bias:serve", keys=("lambdas", "gradient", "profiles", "comparison"))
+    keys=("lambdas", "gradient", "profiles", "comparison"))
 PROMPT_OFFSETS = RequestType(
     "prompt_offsets", "reads hidden states of teacher-forced prompt pairs",
-    "drift_eval.measure.alpha:serve_offsets", keys=("axis", "centres", "signal", "noise"))
+    keys=("axis", "centres", "signal", "noise"))
 CONTINUATION_NLL = RequestType(
     "continuation_nll", "scores continuations under the compensation bias toward the prompt",
-    "drift_eval.measure.alpha:serve_nll", keys=("nll", "tokens"))
+    keys=("nll", "tokens"))
 ACCESSIBILITY = RequestType(
     "accessibility", "optimises soft-prompt input vectors against the frozen model",
-    "drift_eval.measure.cramming:serve", keys=("accessibility", "n50", "line", "bound"))
+    keys=("accessibility", "n50", "line", "bound"))
 FREE_GENERATION = RequestType(
     "free_generation", "samples free generations and reads their hidden states at the window centres",
-    "drift_eval.measure.decode:serve", keys=("scene", "axis", "centres", "hidden_correct", "text_correct"))
+    keys=("scene", "axis", "centres", "hidden_correct", "text_correct"))
 
 TYPES = {rt.name: rt for rt in (CONVERSATION, POSITION_PROFILE, PROMPT_OFFSETS, CONTINUATION_NLL, ACCESSIBILITY,
                                 FREE_GENERATION)}

@@ -95,7 +95,9 @@ class DriftLM:
             own = getattr(self.lm, name)
             return own if rt is not CONVERSATION else self._scored(own)
         if rt.any_chat_model:
-            serve = rt.serving_function()
+            from drift_eval.plugin.serving import SERVERS  # torch: only once a run serves a drift request type
+
+            serve = SERVERS[name]
             return self._scored(lambda requests, disable_tqdm=False: serve(self, requests, disable_tqdm=disable_tqdm))
 
         def refuse(requests, *args, **kwargs):  # run_problems refuses such a run before it starts
@@ -205,12 +207,18 @@ class DriftLM:
         sent, plan = self._prepared(requests)
         return self._answers(self._generate(target, sent, *args, **kwargs), plan)
 
+    def _own(self, target) -> bool:
+        """Whether ``target`` is the model, or a stand-in for it (``backends.StandIn``)."""
+        return target is self.model or getattr(target, "stands_for", None) is self.model
+
     def _generate(self, target, sent, *args, first_of_two: bool = False, **kwargs) -> list:
-        if target is self.model and not args and backends.EngineOutputs.observes(self.model):
+        if self._own(target) and not args and backends.EngineOutputs.observes(self.model):
             # with vLLM's counts, and a reasoning model's trace
-            return backends.EngineOutputs.generate(self.model, sent, first_of_two=first_of_two, **kwargs)
-        with _server_counts(self.model, self.backend):
-            return target.generate_until(sent, *args, **kwargs)
+            return backends.EngineOutputs.generate(self.model, sent, first_of_two=first_of_two,
+                                                   via=None if target is self.model else target, **kwargs)
+        if backends.ServerCounts.applies(self.model, self.backend):
+            return backends.ServerCounts.generate(target, self.model, sent, *args, **kwargs)
+        return target.generate_until(sent, *args, **kwargs)
 
     # ------------------------------------------------------------------ reasoning models
     def _reasons_first(self, target, args) -> bool:
@@ -222,7 +230,7 @@ class DriftLM:
             return False
         if self.backend.model == "hf-drift":
             return True
-        return (self.backend.model in ("hf", "vllm") and target is self.model
+        return (self.backend.model in ("hf", "vllm") and self._own(target)
                 and backends.EngineOutputs.observes(self.model))
 
     def _reasoned(self, requests, target, **kwargs) -> list:
@@ -358,30 +366,3 @@ def _asks_length(gen) -> bool:
 
 def _unforced(gen: dict) -> dict:
     return {k: v for k, v in gen.items() if k != backends.FORCE_KWARG}
-
-
-class _server_counts:
-    """For the duration of one drift call on a chat-completions server model, its
-    ``parse_generations`` returns each text with the server's token count
-    (``backends.with_server_counts``). lm-eval hands a model's raw responses to nothing
-    else, so this one method is shadowed on the instance, and only for that call: the
-    class is never touched, and other tasks' calls never see it."""
-
-    def __init__(self, model, backend):
-        parse = getattr(type(model), "parse_generations", None)
-        self.model = model if backend.chat_api and callable(parse) and "parse_generations" not in vars(model) else None
-
-    def __enter__(self):
-        if self.model is not None:
-            model, original = self.model, self.model.parse_generations
-
-            def parse_generations(outputs, *args, **kwargs):
-                return backends.with_server_counts(original(outputs, *args, **kwargs), outputs, model)
-
-            vars(self.model)["parse_generations"] = parse_generations
-        return self
-
-    def __exit__(self, *exc):
-        if self.model is not None:
-            vars(self.model).pop("parse_generations", None)
-        return False
