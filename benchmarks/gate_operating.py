@@ -7,7 +7,7 @@ background disagreement between the two runs.
 Each simulated run pairs ``n`` documents: the two runs disagree on a share ``background`` of
 them as often one way as the other, and the candidate loses a further share ``regression``
 (baseline right, candidate wrong). From the run's 0/1 values the gate's own code makes the
-decision: ``drift_eval.metrics.stats.paired_difference`` and ``power.minimum_detectable_effect``
+decision: ``drift_eval.metrics.paired.paired_difference`` and ``power.minimum_detectable_effect``
 into a ``drift_eval.decide.compare.Comparison``, judged by ``drift_eval.decide.compare.judge``
 (``underpowered: fail``). Both statistics see 0/1 pairs only through ``n`` and the two
 discordant counts (``tests/test_paired_statistics.py``), so each distinct count is computed
@@ -48,13 +48,13 @@ class Gate:
 
     def comparison(self, x, y):
         from drift_eval.decide.compare import Comparison
-        from drift_eval.metrics import power, stats
+        from drift_eval.metrics import paired, power
 
         n = int(x.size)
         up, down = int(np.sum((x == 1) & (y == 0))), int(np.sum((x == 0) & (y == 1)))
         key = (n, up, down)
         if key not in self.differences:
-            self.differences[key] = stats.paired_difference(x, y)
+            self.differences[key] = paired.paired_difference(x, y)
         if (n, up + down) not in self.mdes:
             self.mdes[(n, up + down)] = power.minimum_detectable_effect(x, y)
         return Comparison("drift_french", "drift_score", "none", "candidate", "baseline", float(x.mean()),
@@ -85,7 +85,7 @@ def simulate(rng, n, background, regression, runs):
 def documents_needed(tolerance, background, top=5000):
     """The fewest documents whose MDE at this background disagreement is within the
     tolerance (so that a candidate without regression is not underpowered), by bisection."""
-    from drift_eval.metrics import power, stats
+    from drift_eval.metrics import power
 
     if power.mde_binary(top, background) > tolerance:
         return None
@@ -97,7 +97,7 @@ def documents_needed(tolerance, background, top=5000):
 
 
 def wilson_upper(k, n):
-    from drift_eval.metrics import power, stats
+    from drift_eval.metrics import stats
 
     return stats.wilson_interval(k, n)[1]
 

@@ -489,7 +489,7 @@ def pair(folder: str, task: str, base_folder: str, base_task: str, metrics: list
     """Paired differences ``task − base_task`` per metric, on the documents both logged
     (matched by ``doc_id``: the tasks share their documents' order)."""
     from drift_eval.decide.compare import shared_documents
-    from drift_eval.metrics import stats
+    from drift_eval.metrics import paired
 
     runs = []
     for f, t in ((folder, task), (base_folder, base_task)):
@@ -505,8 +505,8 @@ def pair(folder: str, task: str, base_folder: str, base_task: str, metrics: list
         if not a.per_sample or not b.per_sample:
             raise DriftUsageError(f"{m} has no per-sample values in both runs (are the samples logged?)")
         docs = shared_documents(a, b, same_hash=False)  # the control's documents differ from the plain task's
-        d = stats.paired_difference([a.per_sample[k] for k in docs], [b.per_sample[k] for k in docs],
-                                    binary=a.binary if a.binary is not None else b.binary)
+        d = paired.paired_difference([a.per_sample[k] for k in docs], [b.per_sample[k] for k in docs],
+                                     binary=a.binary if a.binary is not None else b.binary)
         lines.append(f"| {m} | {_fmt(a.value)} [{_fmt(a.lower, 2)}, {_fmt(a.upper, 2)}] | {_fmt(b.value)} "
                      f"[{_fmt(b.lower, 2)}, {_fmt(b.upper, 2)}] | {d.difference:+.3f} [{d.lower:+.2f}, "
                      f"{d.upper:+.2f}], p {d.p_value:.2g} ({d.test}, {d.n}) |")

@@ -62,7 +62,7 @@ def _causes(out, task: str, setting: str = "none") -> str:
 def drift_french(root: str) -> str:
     """drift_french at task 4.0: SmolLM2's five settings, the re-injection control and Qwen's
     two runs; each setting against ``none`` on the same documents, adjusted over those 10."""
-    from drift_eval.metrics import stats
+    from drift_eval.metrics import paired
 
     res = _results(root)
     smol, qs, qm = (_load(res, "smollm2_drift_french"), _load(res, "qwen_single_v3"),
@@ -77,7 +77,7 @@ def drift_french(root: str) -> str:
         diffs.append(so.compare(single, "fully_french", ss) if ss != "none" else None)
         diffs.append(mo.compare(multi, "last3_french", ms) if ms != "none" else None)
     shown = [d for d in diffs if d is not None]
-    adjusted = iter(stats.adjust_family(shown))
+    adjusted = iter(paired.adjust_family(shown))
     diffs = [next(adjusted) if d is not None else None for d in diffs]
     lines = ["| model, setting | fully French | not kept: left / degenerate / unreadable | Δ, p (adjusted) | "
              "French, last three turns | time in French (turns) | Δ, p (adjusted) |",
@@ -98,12 +98,12 @@ def drift_french(root: str) -> str:
 def _control(control, task: str, plain, metric: str):
     """A control task against the plain eight-turn task, ``none`` of both, paired by document."""
     from drift_eval.decide.compare import shared_documents
-    from drift_eval.metrics import stats
+    from drift_eval.metrics import paired
 
     a = control.metric(task, metric, "none")
     b = plain.metric("drift_french_multiturn", metric, "none")
     docs = shared_documents(a, b, same_hash=False)
-    return stats.paired_difference([a.per_sample[k] for k in docs], [b.per_sample[k] for k in docs], binary=a.binary)
+    return paired.paired_difference([a.per_sample[k] for k in docs], [b.per_sample[k] for k in docs], binary=a.binary)
 
 
 def controls(root: str) -> str:
@@ -182,7 +182,7 @@ def languages_pairs(root: str) -> str:
     """Qwen against SmolLM2 per language on the same requests: answers fully kept, paired
     (exact McNemar), adjusted over the 14 languages."""
     from drift_eval.decide.compare import shared_documents
-    from drift_eval.metrics import stats
+    from drift_eval.metrics import paired
 
     runs = _language_runs(root)
     diffs = []
@@ -191,9 +191,9 @@ def languages_pairs(root: str) -> str:
         a = runs[(QWEN, "single", lang)].metric(t, "fully_target")
         b = runs[(SMOLLM2, "single", lang)].metric(t, "fully_target")
         docs = shared_documents(a, b)
-        diffs.append(stats.paired_difference([a.per_sample[k] for k in docs], [b.per_sample[k] for k in docs],
-                                             binary=a.binary))
-    diffs = stats.adjust_family(diffs)
+        diffs.append(paired.paired_difference([a.per_sample[k] for k in docs], [b.per_sample[k] for k in docs],
+                                              binary=a.binary))
+    diffs = paired.adjust_family(diffs)
     lines = ["| | " + " | ".join(LANGUAGE_ORDER) + " |", "|---|" + "---|" * len(LANGUAGE_ORDER),
              "| Δ | " + " | ".join(short(d.difference, signed=True) for d in diffs) + " |",
              "| 95% interval | " + " | ".join(interval(d.lower, d.upper, True) for d in diffs) + " |",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 
-from drift_eval.metrics import power, stats
+from drift_eval.metrics import paired, power
 from drift_eval.reports.svg import PALETTE, line_plot
 from drift_eval.catalogue import headline, label
 from drift_eval.tasks import task_info
@@ -191,7 +191,7 @@ class Report:
         """Every comparison the report shows (each setting against ``none``, the candidate
         against the baseline, the second model against the first language by language) as
         one family: their p-values adjusted together
-        (``stats.adjust_family``, Benjamini–Hochberg), each verdict read from its adjusted
+        (``paired.adjust_family``, Benjamini–Hochberg), each verdict read from its adjusted
         p. The comparisons are computed here once and replaced by their adjusted versions,
         so every section reads the same verdict. Returns the family's size."""
         import dataclasses
@@ -199,8 +199,8 @@ class Report:
         changes = [c for run, task, metric in self.shown_comparisons()
                    if (c := self.against_none(run, task, metric)) is not None]
         base = {(c.setting, c.task, c.metric): c for full in (False, True) for c in self.against_baseline(full)}
-        adjusted = stats.adjust_family([c["d"] for c in changes] + [c.difference for c in base.values()]
-                                       + [c.difference for c in self.between.values()])
+        adjusted = paired.adjust_family([c["d"] for c in changes] + [c.difference for c in base.values()]
+                                        + [c.difference for c in self.between.values()])
         for change, d in zip(changes, adjusted):
             change["d"] = d
         rest = adjusted[len(changes):]

@@ -9,7 +9,7 @@ from drift_eval.anatomy import decoder_blocks
 from helpers import CONTS, SCENE, TOK, forward_sums, rounding, tiny_model
 from drift_eval.compensation import bias as comp
 from drift_eval.settings import CompensationConfig
-from drift_eval.measure import alpha, continuations
+from drift_eval.measure import alpha, alpha_serving, continuations
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics import alpha as am
 from drift_eval.tasks.drift_alpha.data import read_continuations as read_bundled
@@ -126,7 +126,7 @@ def test_perplexity_requests_score_each_continuation_once_per_setting(monkeypatc
         calls.append("none" if state is None or not state.config.active else state.config.label().split("@")[0])
         return real(model_, tok, prompts, cont_ids, state, batch_size)
 
-    monkeypatch.setattr(alpha, "continuation_nll", counted)
+    monkeypatch.setattr(alpha_serving, "continuation_nll", counted)
     reqs = [SimpleNamespace(args=(json.dumps({"prompt": p, "continuations": CONTS[:3], "length": 40}),))
             for p in (SCENE["base"], SCENE["translation"])]
 
@@ -136,17 +136,17 @@ def test_perplexity_requests_score_each_continuation_once_per_setting(monkeypatc
                                uncompensated_nll=shared if shared is not None else {})
 
     shared = {}
-    none = [json.loads(a) for a in alpha.serve_nll(lm_at(CompensationConfig("none", 0.0, "prompt"), shared), reqs)]
+    none = [json.loads(a) for a in alpha_serving.serve_nll(lm_at(CompensationConfig("none", 0.0, "prompt"), shared), reqs)]
     assert calls == ["none", "none"]
     for label, config in (("log:1", CompensationConfig("log", 1.0, "prompt")),
                           ("const:2", CompensationConfig("const", 2.0, "prompt"))):
         calls.clear()
-        got = [json.loads(a) for a in alpha.serve_nll(lm_at(config, shared), reqs)]
+        got = [json.loads(a) for a in alpha_serving.serve_nll(lm_at(config, shared), reqs)]
         assert calls == [label, label]  # the uncompensated scores come from the none setting
         assert [g["nll_none"] for g in got] == [n["nll"] for n in none]
         assert all(g["nll"] != g["nll_none"] for g in got)
     calls.clear()
-    first = [json.loads(a) for a in alpha.serve_nll(lm_at(CompensationConfig("log", 1.0, "prompt")), reqs)]
+    first = [json.loads(a) for a in alpha_serving.serve_nll(lm_at(CompensationConfig("log", 1.0, "prompt")), reqs)]
     assert calls == ["log:1", "none", "log:1", "none"]
     assert [f["nll_none"] for f in first] == [n["nll"] for n in none]
 

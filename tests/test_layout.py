@@ -22,7 +22,7 @@ LIGHT = ["drift_eval", "drift_eval.settings", "drift_eval.files", "drift_eval.er
          "drift_eval.inert", "drift_eval.catalogue",
          "drift_eval.metrics.langid", "drift_eval.metrics.drift", "drift_eval.metrics.conversation",
          "drift_eval.metrics.alpha", "drift_eval.metrics.decode", "drift_eval.metrics.rollout",
-         "drift_eval.metrics.accessibility", "drift_eval.metrics.stats", "drift_eval.metrics.power",
+         "drift_eval.metrics.accessibility", "drift_eval.metrics.stats", "drift_eval.metrics.paired", "drift_eval.metrics.power",
          "drift_eval.metrics.survival", "drift_eval.metrics.values",
          "drift_eval.decide.results", "drift_eval.resultfiles.runfile", "drift_eval.resultfiles.names", "drift_eval.resultfiles.manifest", "drift_eval.decide.gate", "drift_eval.decide.compare",
          "drift_eval.decide.policy", "drift_eval.decide.pytest_plugin",

@@ -10,7 +10,7 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import binom, norm
 
-from drift_eval.metrics import power, stats
+from drift_eval.metrics import paired, power, stats
 
 Z = norm.ppf(0.975)
 
@@ -51,7 +51,7 @@ def test_mde_has_80_percent_power_in_simulated_paired_runs(n, background):
     rng = np.random.default_rng(29)
     mde = power.mde_binary(n, background)
     up, down = _counts(rng, n, background / 2 + mde, background / 2, 20000)
-    assert stats.mcnemar_exact(int(up[0]), int(down[0])) == pytest.approx(_exact_mcnemar_p(up[:1], down[:1])[0])
+    assert paired.mcnemar_exact(int(up[0]), int(down[0])) == pytest.approx(_exact_mcnemar_p(up[:1], down[:1])[0])
     rejected = np.mean(_exact_mcnemar_p(up, down) < 0.05)
     assert rejected == pytest.approx(0.8, abs=0.015)
     best = brentq(lambda d: power.mcnemar_power(n, max(background, d), d) - 0.8, 1e-3, 0.9)
@@ -71,26 +71,26 @@ def _score(b, c, n, delta, correction):
 
 def test_paired_proportion_interval_known_answers():
     # no discordant pair, uncorrected: the score bound solves n·δ / (1 − δ) = z², δ = z² / (n + z²)
-    lo, hi = stats.paired_proportion_interval(0, 0, 50, correction=0)
+    lo, hi = paired.paired_proportion_interval(0, 0, 50, correction=0)
     assert (lo, hi) == pytest.approx((-Z * Z / (50 + Z * Z), Z * Z / (50 + Z * Z)), abs=1e-12)
     # corrected: (nδ − 1)² = z² nδ (1 − δ), the root of (n² + z²n) δ² − (2n + z²n) δ + 1 = 0 above 1/n
     n = 50
     roots = np.roots([n * n + Z * Z * n, -(2 * n + Z * Z * n), 1])
-    assert stats.paired_proportion_interval(0, 0, n)[1] == pytest.approx(max(roots), abs=1e-12)
+    assert paired.paired_proportion_interval(0, 0, n)[1] == pytest.approx(max(roots), abs=1e-12)
     # all discordant pairs one way, uncorrected: the far bound is the Wilson bound of b / n
     for b, n in [(4, 32), (10, 68), (37, 200)]:
-        assert stats.paired_proportion_interval(b, 0, n, correction=0)[1] == \
+        assert paired.paired_proportion_interval(b, 0, n, correction=0)[1] == \
             pytest.approx(stats.wilson_interval(b, n)[1], abs=1e-10)
     # every bound is a root of the score statistic (found here by brentq), both corrections
     for b, c, n in [(4, 0, 32), (7, 2, 36), (1, 9, 20), (30, 12, 68), (0, 3, 200)]:
         for corr in (0.0, 1.0):
-            lo, hi = stats.paired_proportion_interval(b, c, n, correction=corr)
+            lo, hi = paired.paired_proportion_interval(b, c, n, correction=corr)
             est = (b - c) / n
             assert lo == pytest.approx(brentq(lambda d: _score(b, c, n, d, corr) - Z, -1 + 1e-9, est), abs=1e-9)
             assert hi == pytest.approx(brentq(lambda d: _score(b, c, n, d, corr) + Z, est, 1 - 1e-9), abs=1e-9)
     # vectorised: arrays give the scalars' bounds
-    lo, hi = stats.paired_proportion_interval(np.array([4, 7]), np.array([0, 2]), np.array([32, 36]))
-    assert (lo[1], hi[1]) == pytest.approx(stats.paired_proportion_interval(7, 2, 36))
+    lo, hi = paired.paired_proportion_interval(np.array([4, 7]), np.array([0, 2]), np.array([32, 36]))
+    assert (lo[1], hi[1]) == pytest.approx(paired.paired_proportion_interval(7, 2, 36))
 
 
 def test_four_conversations_all_one_way_of_32_keep_zero_in_the_interval():
@@ -99,12 +99,12 @@ def test_four_conversations_all_one_way_of_32_keep_zero_in_the_interval():
     interval would too: its statistic at 0 is 4 / sqrt(4) = 2 > 1.96)."""
     base = [0] * 4 + [1] * 20 + [0] * 8
     sett = [1] * 4 + [1] * 20 + [0] * 8
-    d = stats.paired_difference(sett, base)
+    d = paired.paired_difference(sett, base)
     assert d.p_value == pytest.approx(0.125) and d.verdict == "not significant"
     assert d.difference == pytest.approx(4 / 32) and d.lower < 0 < d.difference < d.upper
-    assert stats.paired_proportion_interval(4, 0, 32, correction=0)[0] > 0
+    assert paired.paired_proportion_interval(4, 0, 32, correction=0)[0] > 0
     # it depends on the discordant counts only, not on how the concordant pairs split
-    other = stats.paired_difference([1] * 4 + [0] * 28, [0] * 32)
+    other = paired.paired_difference([1] * 4 + [0] * 28, [0] * 32)
     assert (other.lower, other.upper, other.p_value) == (d.lower, d.upper, d.p_value)
 
 
@@ -115,7 +115,7 @@ def test_the_interval_excludes_zero_only_where_the_exact_test_rejects():
     m = np.concatenate([np.full(k + 1, k) for k in range(1, 201)])
     b = np.concatenate([np.arange(k + 1) for k in range(1, 201)])
     c = m - b
-    lo, hi = stats.paired_proportion_interval(b, c, 400)
+    lo, hi = paired.paired_proportion_interval(b, c, 400)
     p = _exact_mcnemar_p(b, c)
     excludes = (lo > 0) | (hi < 0)
     assert not np.any(excludes & (p >= 0.05))
@@ -136,7 +136,7 @@ def test_the_interval_covers_95_percent_at_small_discordance():
     rng = np.random.default_rng(1998)
     for n, pu, pd in CELLS:
         up, down = _counts(rng, n, pu, pd, 4000)
-        lo, hi = stats.paired_proportion_interval(up, down, n)
+        lo, hi = paired.paired_proportion_interval(up, down, n)
         true = pu - pd
         assert np.mean((lo <= true) & (true <= hi)) >= 0.93, (n, pu, pd)
         assert np.mean(hi < true) <= 0.03 and np.mean(lo > true) <= 0.03, (n, pu, pd)
@@ -147,7 +147,7 @@ def test_exact_coverage_by_enumeration_at_32_documents():
     least 95% wherever the discordant pairs are few (both shares up to 0.15)."""
     n = 32
     up, down = np.array([(i, j) for i in range(n + 1) for j in range(n + 1 - i)]).T
-    lo, hi = stats.paired_proportion_interval(up, down, n)
+    lo, hi = paired.paired_proportion_interval(up, down, n)
     from scipy.stats import multinomial
 
     worst = 1.0
@@ -174,7 +174,7 @@ def _enumerated_p(d):
     [-0.2, 0.1, 0.3, 0.0, 0.4, -0.1, 0.6, 0.2, 0.0, 0.5],
 ])
 def test_permutation_p_is_the_enumerated_exact_p(d):
-    assert stats.permutation_p(d) == pytest.approx(_enumerated_p(d), rel=1e-12)
+    assert paired.permutation_p(d) == pytest.approx(_enumerated_p(d), rel=1e-12)
     nonzero = [v for v in d if v != 0]
     assert _enumerated_p(nonzero) == pytest.approx(_enumerated_p(d))  # zeros change nothing
 
@@ -185,13 +185,13 @@ def test_exact_values_below_the_resampling_floor():
     7.6e-6, below the 2/10000 = 0.0002 that 9,999 random sign patterns can reach; beyond
     2^18 patterns the p-value is Monte Carlo again, with its floor."""
     qwen = [0.25, 0.125, 0.5, 0.25] + [0.0] * 28
-    assert stats.permutation_p(qwen) == pytest.approx(0.125, rel=1e-12)
+    assert paired.permutation_p(qwen) == pytest.approx(0.125, rel=1e-12)
     reinject = list(np.linspace(0.1, 0.9, 18)) + [0.0] * 14
-    p = stats.permutation_p(reinject)
+    p = paired.permutation_p(reinject)
     assert p == pytest.approx(2 / 2 ** 18, rel=1e-9) and p < 2 / (stats.N_RESAMPLES + 1)
-    assert stats.paired_difference(np.array(qwen) + 0.1, [0.1] * 32).p_value == pytest.approx(0.125)
+    assert paired.paired_difference(np.array(qwen) + 0.1, [0.1] * 32).p_value == pytest.approx(0.125)
     many = [0.5] * 19 + [0.0] * 13  # 2^19 patterns: sampled, floored at 1/(9999 + 1) per tail
-    assert stats.permutation_p(many) == pytest.approx(2 / (stats.N_RESAMPLES + 1))
+    assert paired.permutation_p(many) == pytest.approx(2 / (stats.N_RESAMPLES + 1))
 
 
 # ---------------------------------------------------------------- the interval of other paired values
@@ -200,7 +200,7 @@ def test_the_sign_flip_interval_keeps_zero_where_four_of_32_change_all_one_way()
     test's exact p is 0.125, so 0 is in the interval; a shift just below 0 makes every
     difference positive, which the test rejects: the lower bound is 0 itself."""
     gains = [1 / 3, 1 / 3, 2 / 3, 1 / 3]
-    d = stats.paired_difference(np.array(gains + [0.5] * 28), [0.0] * 4 + [0.5] * 28)
+    d = paired.paired_difference(np.array(gains + [0.5] * 28), [0.0] * 4 + [0.5] * 28)
     assert d.p_value == pytest.approx(0.125) and d.verdict == "not significant"
     assert d.lower == 0.0 and d.upper > d.difference
     assert stats._bootstrap_mean(np.array(gains + [0.0] * 28), 0.95, 9999, 0)[0] > 0  # what the bootstrap said
@@ -210,7 +210,7 @@ def test_the_sign_flip_interval_keeps_zero_where_four_of_32_change_all_one_way()
 def test_the_sign_flip_interval_is_the_set_of_shifts_the_enumerated_test_keeps(d):
     """Few pairs: every sign pattern is enumerated, so each bound is where the exact p of
     ``d − δ`` crosses 0.05: kept just inside, rejected just outside."""
-    lo, hi = stats.sign_flip_interval(d)
+    lo, hi = paired.sign_flip_interval(d)
     eps = 1e-4 * (max(d) - min(d))
     shifted = lambda delta: _enumerated_p([v - delta for v in d])  # noqa: E731
     assert shifted(lo + eps) >= 0.05 > shifted(lo - eps)
@@ -230,7 +230,7 @@ def test_the_sign_flip_interval_covers_95_percent_at_small_discordance():
         low = high = 0
         for _ in range(400):
             d = rng.choice(values, size=n, p=probs)
-            lo, hi = stats.sign_flip_interval(d, n_resamples=999)
+            lo, hi = paired.sign_flip_interval(d, n_resamples=999)
             low += lo > 0
             high += hi < 0
         assert (low + high) / 400 <= 0.07 and low / 400 <= 0.04 and high / 400 <= 0.04, (probs, n, low, high)
@@ -238,15 +238,15 @@ def test_the_sign_flip_interval_covers_95_percent_at_small_discordance():
 
 # ---------------------------------------------------------------- family adjustment and verdicts
 def _difference(p, diff=0.1):
-    return stats.PairedDifference(diff, diff - 0.1, diff + 0.1, p, "exact McNemar", 36,
-                                  stats.verdict(p, diff == 0))
+    return paired.PairedDifference(diff, diff - 0.1, diff + 0.1, p, "exact McNemar", 36,
+                                  paired.verdict(p, diff == 0))
 
 
 def test_adjust_family_is_benjamini_hochberg_by_hand():
     # ranks of 0.005, 0.01, 0.03, 0.04, 0.5: p·5/rank = 0.025, 0.025, 0.05, 0.05, 0.5, then the
     # running minimum from the largest p down: 0.025, 0.025, 0.05, 0.05, 0.5
     raw = [0.01, 0.04, 0.03, 0.005, 0.5]
-    out = stats.adjust_family([_difference(p) for p in raw])
+    out = paired.adjust_family([_difference(p) for p in raw])
     assert [d.p_adjusted for d in out] == pytest.approx([0.025, 0.05, 0.05, 0.025, 0.5])
     assert [d.p_value for d in out] == raw and all(d.family == 5 and d.adjusted for d in out)
     assert [d.verdict for d in out] == ["significant", "not significant", "not significant", "significant",
@@ -254,22 +254,22 @@ def test_adjust_family_is_benjamini_hochberg_by_hand():
     assert [_difference(p).verdict for p in raw] == ["significant"] * 4 + ["not significant"]  # unadjusted
     assert out[1].p_read == 0.05 and _difference(0.04).p_read == 0.04
     # a difference of 0 keeps its reading, and takes its place in the family
-    zero = stats.adjust_family([_difference(1.0, diff=0.0), _difference(0.001)])
+    zero = paired.adjust_family([_difference(1.0, diff=0.0), _difference(0.001)])
     assert [d.verdict for d in zero] == ["no difference", "significant"]
     assert zero[1].p_adjusted == pytest.approx(0.002)
-    assert stats.adjust_family([]) == []
+    assert paired.adjust_family([]) == []
 
 
 def test_a_p_value_that_is_not_a_number_is_never_significant_after_adjustment():
-    [nan, real] = stats.adjust_family([_difference(math.nan), _difference(0.01)])
+    [nan, real] = paired.adjust_family([_difference(math.nan), _difference(0.01)])
     assert nan.p_adjusted == 1.0 and nan.verdict == "not significant"
     assert real.p_adjusted == pytest.approx(0.02) and real.verdict == "significant"  # 0.01 * 2 / 1
 
 
 def test_verdict_words():
-    assert stats.verdict(0.01) == "significant"
-    assert stats.verdict(0.05) == stats.verdict(1.0) == "not significant"  # p = 1 promises no direction
-    assert stats.verdict(1.0, difference_is_zero=True) == "no difference"
+    assert paired.verdict(0.01) == "significant"
+    assert paired.verdict(0.05) == paired.verdict(1.0) == "not significant"  # p = 1 promises no direction
+    assert paired.verdict(1.0, difference_is_zero=True) == "no difference"
 
 
 @pytest.mark.parametrize("n", [36, 68, 200])
@@ -281,7 +281,7 @@ def test_a_regression_at_the_tolerance_is_passed_at_most_2_5_percent_of_the_time
     from scipy.stats import multinomial
 
     worse, better = np.array([(i, j) for i in range(n + 1) for j in range(n + 1 - i)]).T  # down, up
-    lo, _ = stats.paired_proportion_interval(better, worse, n)
+    lo, _ = paired.paired_proportion_interval(better, worse, n)
     for tol in (0.05, 0.1, 0.15, 0.2):
         for background in (0.0, 0.1, 0.2):
             p = [background / 2 + tol, background / 2, 1 - background - tol]
@@ -296,9 +296,9 @@ def test_a_rate_whose_values_happen_to_be_0_or_1_is_not_tested_as_outcomes():
     Wilson interval of a proportion; as the rate it is, the sign-flip test (2 non-zero
     differences: 4 sign patterns, exact p 2/4 = 0.5) and a bootstrap of the mean."""
     x, y = [1.0, 1.0] + [0.0] * 30, [0.0] * 32
-    as_outcomes = stats.paired_difference(x, y)
+    as_outcomes = paired.paired_difference(x, y)
     assert as_outcomes.test == "exact McNemar" and as_outcomes.p_value == pytest.approx(0.5)
-    d = stats.paired_difference(x, y, binary=False)
+    d = paired.paired_difference(x, y, binary=False)
     assert d.test == "paired permutation" and d.p_value == pytest.approx(0.5)
     assert d.difference == pytest.approx(2 / 32)
     # the rate's interval: resampled means of 32 values, two of them 1, never the Wilson bound
@@ -306,7 +306,7 @@ def test_a_rate_whose_values_happen_to_be_0_or_1_is_not_tested_as_outcomes():
     assert (lo, hi) != stats.wilson_interval(2, 32) and 0.0 <= lo <= 2 / 32 <= hi <= 6 / 32
     assert stats.mean_interval(x) == stats.wilson_interval(2, 32)
     with pytest.raises(ValueError, match="binary=True"):
-        stats.paired_difference([0.5, 1.0], [0.0, 0.0], binary=True)
+        paired.paired_difference([0.5, 1.0], [0.0, 0.0], binary=True)
 
 
 def test_the_detectable_effect_of_a_rate_that_never_varies_is_not_estimable():

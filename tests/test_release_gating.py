@@ -20,7 +20,7 @@ pytest_plugins = ["pytester"]
 def test_mcnemar_power_matches_enumeration():
     from scipy.stats import binom, binomtest
 
-    from drift_eval.metrics import power, stats
+    from drift_eval.metrics import power
 
     def brute(n, psi, d):
         q, total = (1 + d / psi) / 2, 0.0
@@ -38,7 +38,7 @@ def test_minimum_detectable_effects_have_their_known_values():
     from scipy.optimize import brentq
     from scipy.stats import binom, norm
 
-    from drift_eval.metrics import power, stats
+    from drift_eval.metrics import power
 
     # no discordance observed: an effect d needs d of the pairs discordant, all one way, and
     # the exact test rejects m one-way pairs from m = 6 (2 / 2^6 < 0.05): P(Bin(n, d) >= 6) = 0.8
@@ -219,10 +219,10 @@ def test_a_large_sample_without_regression_passes(tmp_path, capsys):
     base = write_task_run(tmp_path / "release", "shipped", values)
     cand = write_task_run(tmp_path / "candidate", "new", swapped)
     rc, out, _ = run_cli(capsys, "gate", cand, "--policy", write_policy(tmp_path, f"baseline: {base}\n" + RULE))
-    from drift_eval.metrics import power, stats
+    from drift_eval.metrics import paired
 
     # Tango's score interval (continuity-corrected) for one pair up and one down of 400
-    lo, hi = stats.paired_proportion_interval(1, 1, 400)
+    lo, hi = paired.paired_proportion_interval(1, 1, 400)
     assert lo == pytest.approx(-hi) and f"{hi:.4f}" == "0.0157"
     assert rc == 0 and "upper 95% bound +0.0157 <= tolerance 0.05: regression +0.0000" in out, out
 
@@ -434,7 +434,7 @@ def test_a_rate_is_compared_as_a_rate_even_where_its_values_are_0_or_1(tmp_path,
     that happen to be 0 or 1: compare uses the sign-flip test and the rate's interval, not
     McNemar and Wilson; ``fully_french`` (0/1 outcomes) keeps the exact McNemar test."""
     from drift_eval.decide.results import load_output
-    from drift_eval.metrics import power, stats
+    from drift_eval.metrics import stats
     from drift_eval.catalogue import binary, share
     from drift_eval.tasks import metric_catalogue
 

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from drift_eval.metrics import stats
+from drift_eval.metrics import paired, stats
 
 
 def test_wilson_interval_known_values():
@@ -29,44 +29,44 @@ def test_mean_interval_picks_wilson_for_binary_and_bootstrap_otherwise():
 
 def test_exact_mcnemar_known_values():
     # b = 1, c = 9: two-sided binomial p = 2 * (1 + 10) / 2**10
-    assert stats.mcnemar_exact(1, 9) == pytest.approx(22 / 1024)
-    assert stats.mcnemar_exact(0, 0) == 1.0
-    assert stats.mcnemar_exact(3, 3) == pytest.approx(1.0)
+    assert paired.mcnemar_exact(1, 9) == pytest.approx(22 / 1024)
+    assert paired.mcnemar_exact(0, 0) == 1.0
+    assert paired.mcnemar_exact(3, 3) == pytest.approx(1.0)
 
 
 def test_paired_difference_binary_uses_mcnemar_on_discordant_pairs():
     base = [0] * 10 + [1] * 10
     sett = [1] * 10 + [1] * 10  # ten 0 -> 1 flips, none back
-    r = stats.paired_difference(sett, base)
+    r = paired.paired_difference(sett, base)
     assert r.difference == pytest.approx(0.5)
     assert r.test == "exact McNemar" and r.p_value == pytest.approx(2 / 1024)
     assert r.verdict == "significant" and r.n == 20
     assert r.lower <= 0.5 <= r.upper
-    small = stats.paired_difference([1, 1, 0], [0, 1, 0])  # one flip: p = 1
+    small = paired.paired_difference([1, 1, 0], [0, 1, 0])  # one flip: p = 1
     assert small.p_value == pytest.approx(1.0) and small.verdict == "not significant"
-    same = stats.paired_difference([1, 0], [1, 0])
+    same = paired.paired_difference([1, 0], [1, 0])
     assert same.verdict == "no difference" and same.difference == 0
     # as many pairs up as down: a difference of 0 has no direction to call
-    tie = stats.paired_difference([1, 0, 1, 0], [0, 1, 0, 1])
+    tie = paired.paired_difference([1, 0, 1, 0], [0, 1, 0, 1])
     assert tie.difference == 0 and tie.p_value == pytest.approx(1.0) and tie.verdict == "no difference"
-    tie_cont = stats.paired_difference([0.5, 0.1, 0.3], [0.1, 0.5, 0.3])
+    tie_cont = paired.paired_difference([0.5, 0.1, 0.3], [0.1, 0.5, 0.3])
     assert tie_cont.verdict == "no difference"
 
 
 def test_paired_difference_continuous_uses_exact_sign_flip_permutation():
     # differences 1, 2, 3: of the 8 sign patterns only all + and all - reach |mean| >= 2
-    r = stats.paired_difference([1.5, 2.5, 3.5], [0.5, 0.5, 0.5])
+    r = paired.paired_difference([1.5, 2.5, 3.5], [0.5, 0.5, 0.5])
     assert r.test == "paired permutation"
     assert r.difference == pytest.approx(2.0)
     assert r.p_value == pytest.approx(2 / 8)
     assert r.verdict == "not significant"
-    big = stats.paired_difference(np.arange(12) + 1.0, np.zeros(12))
+    big = paired.paired_difference(np.arange(12) + 1.0, np.zeros(12))
     assert big.p_value == pytest.approx(2 / 4096) and big.verdict == "significant"
 
 
 def test_paired_difference_rejects_unpaired_input():
     with pytest.raises(ValueError):
-        stats.paired_difference([1, 0], [1])
+        paired.paired_difference([1, 0], [1])
 
 
 def test_relative_cost_and_normal_interval():
@@ -78,17 +78,17 @@ def test_relative_cost_and_normal_interval():
 
 def test_difference_from_standard_errors_known_answer():
     # diff 0.3, se sqrt(0.1^2 + 0.1^2) = 0.1414, z = 2.121, two-sided p = 0.0339
-    d = stats.difference_from_errors(0.7, 0.1, 0.4, 0.1, n=20)
+    d = paired.difference_from_errors(0.7, 0.1, 0.4, 0.1, n=20)
     assert d.difference == pytest.approx(0.3)
     assert d.p_value == pytest.approx(0.0339, abs=1e-4)
     assert d.lower == pytest.approx(0.3 - 1.959964 * 0.141421, abs=1e-5)
     assert d.verdict == "significant" and d.n == 20
-    assert stats.difference_from_errors(0.45, 0.1, 0.4, 0.1).verdict == "not significant"
-    assert stats.difference_from_errors(0.4, 0.0, 0.4, 0.0).verdict == "no difference"
+    assert paired.difference_from_errors(0.45, 0.1, 0.4, 0.1).verdict == "not significant"
+    assert paired.difference_from_errors(0.4, 0.0, 0.4, 0.0).verdict == "no difference"
 
 
 def test_a_single_pair_is_never_significant():
-    d = stats.paired_difference([0.7], [0.2])
+    d = paired.paired_difference([0.7], [0.2])
     assert d.p_value == 1.0 and d.test == "paired permutation" and d.verdict == "not significant" and d.n == 1
 
 

@@ -26,7 +26,7 @@ def run(args) -> int:
     from drift_eval.decide.compare import adjust_comparisons, compare_models
     from drift_eval.decide.gate import resolve_baseline
     from drift_eval.decide.results import load_output
-    from drift_eval.metrics.stats import ADJUSTMENT
+    from drift_eval.metrics.paired import ADJUSTMENT
 
     if args.within:
         output = load_output(args.within)

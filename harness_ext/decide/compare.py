@@ -4,7 +4,7 @@
   score interval (continuity-corrected) for the difference of paired proportions; other
   per-sample metrics (rates, per-turn values): the paired sign-flip permutation test
   (exact on the nonzero differences when they are few) and the 95% interval of the shifts
-  that test keeps (``drift_eval.metrics.stats.paired_difference``). Documents pair by ``doc_id``
+  that test keeps (``drift_eval.metrics.paired.paired_difference``). Documents pair by ``doc_id``
   and must hold the same document (``doc_hash``) in both runs.
 * The **minimum detectable effect** (MDE): the smallest difference the test finds with 80%
   power at this n (exact McNemar power with the observed disagreement as two-way
@@ -14,7 +14,7 @@
 * Metrics without per-sample values in both runs (fitted α, runs without
   ``--log_samples``): a z test on the two standard errors, and its MDE.
 * ``adjust_comparisons``: the comparisons one view shows, as one family (Benjamini–Hochberg,
-  ``stats.adjust_family``): ``drift-eval compare`` calls significant only what survives it.
+  ``paired.adjust_family``): ``drift-eval compare`` calls significant only what survives it.
   ``judge`` (a gate's rule) never adjusts: a policy's rules are written before the run, and
   each is its own decision at its own level.
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from drift_eval.decide.policy import ON
 from drift_eval.errors import DriftUsageError
-from drift_eval.metrics import power, stats
+from drift_eval.metrics import paired, power
 from drift_eval.metrics.values import is_finite, is_number
 
 
@@ -41,7 +41,7 @@ class Comparison:
     baseline: str
     candidate_value: float
     baseline_value: float
-    difference: stats.PairedDifference
+    difference: paired.PairedDifference
     mde: float
     higher_is_better: bool | None
     #: for a conditional metric (defined only on the documents where an outcome occurred), its
@@ -75,7 +75,7 @@ class Comparison:
         d = self.difference
         ci = "" if math.isnan(d.lower) else f" (95% CI [{d.lower:+.4f}, {d.upper:+.4f}])"
         mde = power.mde_text(self.mde)
-        adj = f", {stats.ADJUSTMENT}-adjusted p {d.p_adjusted:.4g} over {d.family}" if d.adjusted else ""
+        adj = f", {paired.ADJUSTMENT}-adjusted p {d.p_adjusted:.4g} over {d.family}" if d.adjusted else ""
         return (f"{self.where()}: {self.candidate_value:.4f} vs {self.baseline_value:.4f}, difference "
                 f"{d.difference:+.4f}{ci}, p {d.p_value:.4g} ({d.test}, n={d.n}){adj}, {d.verdict}; smallest "
                 f"difference detectable at 80% power: {mde}")
@@ -127,11 +127,11 @@ def compare_metric(candidate, baseline, task: str, metric: str, setting: str = "
                                   f"(same doc_id and doc_hash): compare runs of the same task and data")
         x = [a.per_sample[k] for k in docs]
         y = [b.per_sample[k] for k in docs]
-        diff = stats.paired_difference(x, y, binary=a.binary)  # one task and metric: b.binary is the same
+        diff = paired.paired_difference(x, y, binary=a.binary)  # one task and metric: b.binary is the same
         mde = power.minimum_detectable_effect(x, y, binary=a.binary)
         cv, bv = sum(x) / len(x), sum(y) / len(y)
     elif all(is_finite(v) for v in (a.stderr, b.stderr)):
-        diff = stats.difference_from_errors(a.value, a.stderr, b.value, b.stderr, min(a.n or 0, b.n or 0))
+        diff = paired.difference_from_errors(a.value, a.stderr, b.value, b.stderr, min(a.n or 0, b.n or 0))
         mde = power.mde_from_errors(a.stderr, b.stderr)
         cv, bv = a.value, b.value
     else:
@@ -194,11 +194,11 @@ def judge(c: Comparison, max_regression: float, on: str = "upper", underpowered:
 
 def adjust_comparisons(comparisons) -> list:
     """The comparisons as one family: each with its difference's Benjamini–Hochberg adjusted
-    p and the verdict read from it (``stats.adjust_family``); raw p, interval and MDE kept."""
+    p and the verdict read from it (``paired.adjust_family``); raw p, interval and MDE kept."""
     import dataclasses
 
     comparisons = list(comparisons)
-    adjusted = stats.adjust_family([c.difference for c in comparisons])
+    adjusted = paired.adjust_family([c.difference for c in comparisons])
     return [dataclasses.replace(c, difference=d) for c, d in zip(comparisons, adjusted)]
 
 

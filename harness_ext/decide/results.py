@@ -240,19 +240,19 @@ class Output:
         """Paired difference ``setting − baseline`` (settings of one model) on the samples
         both logged; for fitted metrics without per-sample values (drift_alpha's α), a z
         test on their standard errors; None when neither is possible."""
-        from drift_eval.metrics import stats
+        from drift_eval.metrics import paired
         from drift_eval.decide.compare import shared_documents
 
         a, b = self.metric(task, name, setting, model), self.metric(task, name, baseline, model)
         if not a.per_sample or not b.per_sample:
             if all(is_finite(v) for v in (a.value, a.stderr, b.value, b.stderr)):
-                return stats.difference_from_errors(a.value, a.stderr, b.value, b.stderr, a.n or 0)
+                return paired.difference_from_errors(a.value, a.stderr, b.value, b.stderr, a.n or 0)
             return None
         docs = shared_documents(a, b, same_hash=False)
         if not docs:
             return None
-        return stats.paired_difference([a.per_sample[d] for d in docs], [b.per_sample[d] for d in docs],
-                                       binary=a.binary)
+        return paired.paired_difference([a.per_sample[d] for d in docs], [b.per_sample[d] for d in docs],
+                                        binary=a.binary)
 
     def scalar_metrics(self, setting: str, task: str, model: str | None = None) -> list:
         """Names of the float-valued metrics of a task, in file order."""

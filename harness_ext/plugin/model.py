@@ -55,7 +55,7 @@ class HFDriftLM(HFLM):
         super().__init__(pretrained=pretrained, **kwargs)
         self._docs_by_context: dict = {}
         # drift_ppl's scores without compensation, shared by every setting of this model
-        # (drift_eval.measure.alpha.serve_nll)
+        # (drift_eval.measure.alpha_serving.serve_nll)
         self.uncompensated_nll: dict = {}
         self._pending_rows = None
         self._warned_no_span = False

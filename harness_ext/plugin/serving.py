@@ -7,7 +7,7 @@ and so torch, which the records themselves do not; the wrapper imports it when a
 serves a drift request type."""
 from __future__ import annotations
 
-from drift_eval.measure import alpha, cramming, decode, position_bias
+from drift_eval.measure import alpha_serving, cramming, decode, position_bias
 from drift_eval.plugin import conversations
 from drift_eval.plugin.request_types import (ACCESSIBILITY, CONTINUATION_NLL, CONVERSATION, FREE_GENERATION,
                                              POSITION_PROFILE, PROMPT_OFFSETS, TYPES)
@@ -15,8 +15,8 @@ from drift_eval.plugin.request_types import (ACCESSIBILITY, CONTINUATION_NLL, CO
 SERVERS = {
     CONVERSATION.name: conversations.serve,
     POSITION_PROFILE.name: position_bias.serve,
-    PROMPT_OFFSETS.name: alpha.serve_offsets,
-    CONTINUATION_NLL.name: alpha.serve_nll,
+    PROMPT_OFFSETS.name: alpha_serving.serve_offsets,
+    CONTINUATION_NLL.name: alpha_serving.serve_nll,
     ACCESSIBILITY.name: cramming.serve,
     FREE_GENERATION.name: decode.serve,
 }
