@@ -32,7 +32,9 @@ def _hint(raw, where: str) -> dict:
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: a report hint is a role, a list of roles or a mapping, got {raw!r}")
     role = raw.get("role") or []
-    roles = tuple([role] if isinstance(role, str) else role)
+    roles = tuple([role] if isinstance(role, str) else role) if isinstance(role, (str, list, tuple)) else (role,)
+    if not all(isinstance(r, str) for r in roles):
+        raise ValueError(f"{where}: a report role is a name, got {role!r}")
     unknown = [r for r in roles if r not in ROLES]
     if unknown:
         raise ValueError(f"{where}: unknown report role {unknown[0]!r}; roles are {', '.join(ROLES)}")
@@ -84,6 +86,9 @@ def build(documents) -> dict:
                    if isinstance(e, dict) and isinstance(e.get("metric"), str)]
         out[name] = {}
         for e in entries:
+            if e.get("higher_is_better") not in (True, False, None):
+                raise ValueError(f"{where}: {e['metric']}'s higher_is_better is true, false or null, got "
+                                 f"{e['higher_is_better']!r}")
             hint = _hint(e.get("report"), f"{where}: {e['metric']}")
             if doc.get("group"):
                 hint["roles"] = ("headline",)

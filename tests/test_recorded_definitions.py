@@ -133,3 +133,24 @@ def test_a_malformed_recorded_definition_is_one_damaged_file_line(tmp_path):
         load_output(root)
     assert str(path) in err.value.message and "no-such-role" in err.value.message
     assert len(err.value.message.splitlines()) == 1
+
+
+@pytest.mark.parametrize("entry, needle", [
+    ({"report": {"role": 5}}, "a report role is a name"),
+    ({"report": {"role": ["key", ["nested"]]}}, "a report role is a name"),
+    ({"higher_is_better": "yes"}, "higher_is_better is true, false or null"),
+    ({"report": {"role": "key", "values": "percentage"}}, "values is share"),
+])
+def test_a_recorded_definition_of_the_wrong_type_is_one_damaged_file_line(tmp_path, entry, needle):
+    """A results file is input: a recorded definition that is not one (a role that is not a
+    name, a direction that is not a boolean, an unknown kind) names the file, never a
+    traceback and never a guess."""
+    root = write_output(tmp_path / "out", settings=("none",))
+    [path] = pathlib.Path(root).glob("none/*/results_*.json")
+    doc = json.loads(path.read_text())
+    doc["configs"]["drift_french_single"]["metric_list"][0].update(entry)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(DamagedFile) as err:
+        load_output(root)
+    assert str(path) in err.value.message and needle in err.value.message
+    assert len(err.value.message.splitlines()) == 1
