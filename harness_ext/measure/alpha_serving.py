@@ -13,7 +13,9 @@ from drift_eval.measure.continuations import continuation_ids
 from drift_eval.metrics import alpha as am
 
 
-def _batch_size(lm_or_value) -> int:
+def batch_size_of(lm_or_value) -> int:
+    """The batch size of an lm-eval model (or a value): its ``batch_size``, 8 where it has
+    none or it is ``auto``."""
     bs = getattr(lm_or_value, "batch_size", lm_or_value)
     try:
         return max(1, int(bs))
@@ -56,7 +58,7 @@ def serve_offsets(lm, requests, disable_tqdm: bool = False) -> list[str]:
             if len(variants) != len(idx):
                 raise DriftUsageError("two requests of one scene ask for the same axis")
             curves = scene_offsets(model, tok, base, variants, cont_ids, windows, state,
-                                   _batch_size(lm), progress=bar.update, decompose=decompose)
+                                   batch_size_of(lm), progress=bar.update, decompose=decompose)
             for i in idx:
                 s = specs[i]
                 out[i] = json.dumps({"scene": s.get("scene"), "axis": s["axis"], "length": T,
@@ -82,7 +84,7 @@ def serve_nll(lm, requests, disable_tqdm: bool = False) -> list[str]:
     memo = getattr(lm, "uncompensated_nll", None)
     memo = {} if memo is None else memo
     out = []
-    bs = _batch_size(lm)
+    bs = batch_size_of(lm)
     for r in requests:
         s = json.loads(r.args[0])
         cont_ids, T = continuation_ids(tok, s["continuations"], s.get("length"))

@@ -243,7 +243,7 @@ def serve(lm, requests, disable_tqdm: bool = False) -> list[str]:
     base prompt's trajectories. The answer is the scene's JSON for the request's axis."""
     from tqdm import tqdm
 
-    from drift_eval.measure.alpha import _batch_size
+    from drift_eval.measure.alpha_serving import batch_size_of  # the α study's rule, and its module
 
     model, tok, state = lm.model, lm.tokenizer, getattr(lm, "drift_state", None)
     specs = [json.loads(r.args[0]) for r in requests]
@@ -260,7 +260,7 @@ def serve(lm, requests, disable_tqdm: bool = False) -> list[str]:
             variants = {specs[i]["axis"]: specs[i]["variant"] for i in idx}
             if len(variants) != len(idx):
                 raise DriftUsageError("two requests of one scene ask for the same axis")
-            answers = scene(model, tok, scene_id, base, variants, settings, state, _batch_size(lm), bar.update)
+            answers = scene(model, tok, scene_id, base, variants, settings, state, batch_size_of(lm), bar.update)
             for i in idx:
                 out[i] = json.dumps(answers[specs[i]["axis"]], ensure_ascii=False)
     finally:
