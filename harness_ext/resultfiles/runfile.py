@@ -4,8 +4,9 @@ for the results loader (``decide.results``) and ``drift-eval sweep``.
 Every file is validated before anything is used: UTF-8, the JSON shape of lm-eval's
 results, and in each samples file, per filter, one line per document with distinct
 ``doc_id``s, as many as the results file's ``n-samples.effective``, each metric of one
-kind (number, list...) throughout, and each value in the range its task YAML declares. A
-damaged file stops with one ``DamagedFile`` line that names it."""
+kind (number, list...) throughout, and each value in the range its task's definition
+declares (as the run recorded it, ``drift_eval.catalogue.recorded``). A damaged file stops
+with one ``DamagedFile`` line that names it."""
 from __future__ import annotations
 
 import glob
