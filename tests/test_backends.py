@@ -202,9 +202,6 @@ def test_vllm_answers_carry_the_engines_own_counts_paired_by_prompt():
     assert Answer.from_json(answers[1].to_json()).meta == answers[1].meta
     # a forced length it reports as not reached is not forced
     assert b.answer(model, b.backend_of(model), answers[0], 64, "system").meta["forced_length"] is False
-    # a sweep's answer cache standing in for generate_until: its own path, no counts
-    vars(model)["generate_until"] = lambda requests, **kw: ["x"] * len(requests)
-    assert not b.EngineOutputs.observes(model)
 
 
 class ReasoningVLLM(VLLM):
@@ -478,17 +475,11 @@ def test_gathered_metrics_of_a_rank_without_documents_get_every_key():
     assert b.fill_gathered_metrics(samples) is samples  # logged samples pass through as they are
 
 
-def _tasks(names):
-    from lm_eval.tasks import TaskManager
-
-    return run_check.tasks_of(TaskManager().load(names))
-
-
-def test_every_drift_task_builds_requests_on_a_rank_without_documents():
+def test_every_drift_task_builds_requests_on_a_rank_without_documents(task_manager):
     """Each task on rank 1 of 2 with one document: rank 1 builds the first document's
     requests (so that it runs the same request types as rank 0) but scores none."""
-    tasks = _tasks(["drift_french_single", "drift_french_multiturn", "position_bias", "accessibility", "drift_ppl",
-                    "drift_alpha_detail"])
+    tasks = run_check.tasks_of(task_manager.load(["drift_french_single", "drift_french_multiturn", "position_bias",
+                                                  "accessibility", "drift_ppl", "drift_alpha_detail"]))
     assert len(tasks) == 6
     for name, task in tasks.items():
         task.build_all_requests(limit=1, rank=1, world_size=2)
@@ -496,8 +487,8 @@ def test_every_drift_task_builds_requests_on_a_rank_without_documents():
         assert list(task.doc_iterator(rank=1, limit=1, world_size=2)) == [], name
 
 
-def test_request_types_are_read_from_the_tasks():
-    tasks = _tasks(["drift_french_single", "drift_french_multiturn", "position_bias"])
+def test_request_types_are_read_from_the_tasks(task_manager):
+    tasks = run_check.tasks_of(task_manager.load(["drift_french_single", "drift_french_multiturn", "position_bias"]))
     assert {n: run_check.request_types(t, n) for n, t in tasks.items()} == {
         "drift_french_single": {"generate_until"}, "drift_french_multiturn": {"generate_conversation"},
         "position_bias": {"position_profile"}}

@@ -76,9 +76,8 @@ def test_compensation_span_follows_the_instruction_into_the_user_message(no_syst
     system = _system_prompt()
     ctx = render([{"role": "system", "content": system}, {"role": "user", "content": "Hello there"}])
     assert ctx.startswith(f"<start_of_turn>user\n{system}\n\nHello there")
-    lm._docs_by_context = {ctx: {"system_prompt": system}}
     ids, mask = lm.tok_batch_encode([ctx])
-    (end,), (length,) = lm._span_rows([ctx], mask)
+    (end,), (length,) = lm.span_rows([ctx], mask, {ctx: {"system_prompt": system}})
     span = lm.tokenizer.decode(ids[0, :end])
     assert span.endswith(system) or span.rstrip().endswith(system.rstrip()), span
     assert "Hello" not in span and 1 < end < length

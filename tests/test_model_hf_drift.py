@@ -22,13 +22,12 @@ def lm(smollm2_dir):
 
 @contextmanager
 def setting(lm, config):
-    """``lm`` under ``config`` inside the block; its own setting (and no pending rows) after."""
+    """``lm`` under ``config`` inside the block; its own setting after."""
     previous = lm.compensation
     lm.set_compensation(config)
     try:
         yield lm
     finally:
-        lm._pending_rows = None
         lm.set_compensation(previous)
 
 
@@ -40,10 +39,8 @@ def _prompt(lm, user):
 
 def test_span_rows_cover_the_system_prompt_under_left_padding(lm):
     prompts = [_prompt(lm, "Hi."), _prompt(lm, "Tell me everything about the history of bread.")]
-    lm._docs_by_context = {p: {"system_prompt": SYSTEM} for p in prompts}
     ids, mask = lm.tok_batch_encode(prompts)
-    span_end, prompt_len = lm._pending_rows
-    lm._pending_rows = None
+    span_end, prompt_len = lm.span_rows(prompts, mask, {p: {"system_prompt": SYSTEM} for p in prompts})
     assert prompt_len == mask.sum(1).tolist()
     for row, P in enumerate(span_end):
         real = ids[row][mask[row].bool()]
@@ -55,18 +52,15 @@ def test_span_prompt_covers_the_whole_prompt(lm):
     with setting(lm, CompensationConfig("log", 1.0, "prompt")):
         prompts = [_prompt(lm, "Hi."), _prompt(lm, "Tell me a story.")]
         _, mask = lm.tok_batch_encode(prompts)
-        assert lm._pending_rows == (mask.sum(1).tolist(), mask.sum(1).tolist())
+        assert lm.span_rows(prompts, mask, {}) == (mask.sum(1).tolist(), mask.sum(1).tolist())
 
 
 def test_left_truncation_shifts_the_span(lm):
     prompt = _prompt(lm, "Tell me everything about the history of bread.")
     full = len(lm.tokenizer(prompt, add_special_tokens=False)["input_ids"])
-    lm._docs_by_context = {prompt: {"system_prompt": SYSTEM}}
-    lm.tok_batch_encode([prompt])
-    (P_full,), _ = lm._pending_rows
-    lm.tok_batch_encode([prompt], left_truncate_len=full - 3)
-    (P_cut,), _ = lm._pending_rows
-    lm._pending_rows = None
+    docs = {prompt: {"system_prompt": SYSTEM}}
+    (P_full,), _ = lm.span_rows([prompt], lm.tok_batch_encode([prompt])[1], docs)
+    (P_cut,), _ = lm.span_rows([prompt], lm.tok_batch_encode([prompt], left_truncate_len=full - 3)[1], docs)
     assert P_cut == P_full - 3
 
 

@@ -403,10 +403,11 @@ class _Backend:
         self.calls.append(("generate_until", len(requests)))
         return out
 
-    def generate_conversation(self, requests, disable_tqdm=False):
+    def generate_conversation(self, requests, disable_tqdm=False, turns=None):
+        """``turns``: what serves the turns (the drift wrapper's road to the model)."""
         from drift_eval.conversation import dump_messages
 
-        turns = self.generate_until([_Request((r.args[0] + " turn", {})) for r in requests])
+        turns = (turns or self.generate_until)([_Request((r.args[0] + " turn", {})) for r in requests])
         self.calls.append(("generate_conversation", len(requests)))
         return [dump_messages([{"role": "user", "content": r.args[0]}, {"role": "assistant", "content": t}])
                 for r, t in zip(requests, turns)]
@@ -418,19 +419,23 @@ class _Request:
 
 
 def test_the_sweep_serves_cached_answers_with_their_metadata(tmp_path):
+    from functools import partial
+
     from drift_eval.plugin.answer_cache import AnswerCache
-    from drift_eval.plugin.sweep import _Answers
+    from drift_eval.plugin.cached_serving import CachedServing
 
     def run(backend):
         cache = AnswerCache(str(tmp_path))
-        answers = _Answers(backend, cache, chunk=2)
-        answers.install(["generate_until", "generate_conversation"])
+        answers = CachedServing(cache, chunk=2)
+        backend.set_cache_hook(answers)
         try:
-            single = backend.generate_until([_Request((f"q{i}", {"max_gen_toks": 8})) for i in range(3)]
-                                            + [_Request(("s", {"do_sample": True}))])
-            convs = backend.generate_conversation([_Request((f"c{i}", {})) for i in range(3)])
+            single = answers.serve("generate_until", backend.generate_until,
+                                   [_Request((f"q{i}", {"max_gen_toks": 8})) for i in range(3)]
+                                   + [_Request(("s", {"do_sample": True}))])
+            turns = partial(answers.serve, "generate_until", backend.generate_until)
+            convs = answers.serve("generate_conversation", partial(backend.generate_conversation, turns=turns),
+                                  [_Request((f"c{i}", {})) for i in range(3)])
         finally:
-            answers.remove()
             cache.close()
         return single, convs, answers
 

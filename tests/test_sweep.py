@@ -55,7 +55,7 @@ def test_sweep_resumes_without_recomputing(real_sweep, smollm2_dir, tmp_path):
 
     from lm_eval.api.model import hash_args
 
-    from drift_eval.plugin.sweep import run_sweep
+    from drift_eval.plugin.sweep import SweepOptions, run_sweep
 
     out = tmp_path / "out"
     shutil.copytree(real_sweep["dir"], out)
@@ -75,9 +75,9 @@ def test_sweep_resumes_without_recomputing(real_sweep, smollm2_dir, tmp_path):
 
     lines = []
     opts = dict(zip(REAL_SWEEP_ARGS[::2], REAL_SWEEP_ARGS[1::2]))
-    status = run_sweep(str(out), opts["--settings"], opts["--tasks"], model_args=f"pretrained={smollm2_dir}",
-                       limit=float(opts["--limit"]), gen_kwargs=opts["--gen-kwargs"], batch_size=2,
-                       metadata=opts["--metadata"], log=lines.append)
+    options = SweepOptions(model_args=f"pretrained={smollm2_dir}", limit=float(opts["--limit"]),
+                           gen_kwargs=opts["--gen-kwargs"], batch_size=2, metadata=opts["--metadata"])
+    status = run_sweep(str(out), opts["--settings"], opts["--tasks"], options, log=lines.append)
     text = "\n".join(lines)
     assert status == {"none": "skipped", "log:1": "done"}
     assert "[1/2] none: results present, skipped" in text
@@ -93,9 +93,7 @@ def test_sweep_resumes_without_recomputing(real_sweep, smollm2_dir, tmp_path):
     assert load_output(out).models == ["SmolLM2-135M-Instruct.Q4_1"]  # old and new folders: one model
     # a finished sweep does nothing, without loading the model
     again = []
-    run_sweep(str(out), opts["--settings"], opts["--tasks"], model_args=f"pretrained={smollm2_dir}",
-              limit=float(opts["--limit"]), gen_kwargs=opts["--gen-kwargs"], batch_size=2,
-              metadata=opts["--metadata"], log=again.append)
+    run_sweep(str(out), opts["--settings"], opts["--tasks"], options, log=again.append)
     assert not any(line.startswith("loading") for line in again) and again[-1].startswith("sweep complete")
 
 

@@ -26,11 +26,12 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from drift_eval.plugin.sweep import run_sweep
+    from drift_eval.plugin.sweep import SweepOptions, run_sweep
 
-    run_sweep(args.output, args.settings, args.tasks, model_args=args.model_args, limit=args.limit,
-              gen_kwargs=args.gen_kwargs, batch_size=args.batch_size, device=args.device, span=args.span,
-              apply_chat_template=not args.no_chat_template, metadata=args.metadata, use_cache=not args.no_cache)
+    run_sweep(args.output, args.settings, args.tasks, SweepOptions(
+        model_args=args.model_args, limit=args.limit, gen_kwargs=args.gen_kwargs, batch_size=args.batch_size,
+        device=args.device, span=args.span, apply_chat_template=not args.no_chat_template, metadata=args.metadata,
+        use_cache=not args.no_cache))
     return 0
 
 

@@ -202,11 +202,10 @@ class EngineOutputs:
     @classmethod
     def observes(cls, model) -> bool:
         """Whether ``generate`` can observe ``model``: lm-eval's vLLM and SGLang models, or
-        its ``hf`` model run with ``think_end_token`` (or a subclass of any), whose
-        ``generate_until`` is its class's own (a sweep's answer cache may stand in)."""
+        its ``hf`` model run with ``think_end_token`` (or a subclass of any)."""
         name = backend_of(model).model
         return ((name in ("vllm", "sglang") or (name == "hf" and reasoning.reasoning_marker(model)))
-                and callable(getattr(type(model), "_model_generate", None)) and "generate_until" not in vars(model))
+                and callable(getattr(type(model), "_model_generate", None)))
 
     @classmethod
     def generate(cls, model, requests, first_of_two: bool = False, via=None, **kwargs) -> list:

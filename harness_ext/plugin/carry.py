@@ -5,9 +5,10 @@ computed.
 
 One place for both models that carry conversations:
 
-* ``hf-drift`` (``drift_eval.plugin.model``) takes the setting from its ``--model_args``
-  and calls ``begin``/``end`` around each batch in its own ``_model_generate``, with the
-  compensation span of each row;
+* ``hf-drift`` (``drift_eval.plugin.model``) takes the setting from its ``--model_args``;
+  the stand-in of each of its ``generate_until`` calls (``model.Generation``), given the
+  call's store as an argument, calls ``begin``/``end`` around each batch in its
+  ``_model_generate``, with the compensation span of each row;
 * lm-eval's own ``hf`` model takes it from ``--metadata`` (its ``--model_args`` go to
   ``from_pretrained``): ``StockCarry`` sends one ``generate_conversation`` call's turns
   through ``CarryingHF``, a stand-in for the model whose ``tok_batch_encode`` and

@@ -31,14 +31,16 @@ from drift_eval.plugin.answers import meta_of
 from drift_eval.plugin.chat import keep_instruction
 
 
-def run_conversations(drift_lm, requests, progress=None) -> list[list[dict]]:
+def run_conversations(drift_lm, requests, progress=None, show_tokens: bool = False) -> list[list[dict]]:
     """The conversations of ``requests`` on ``drift_lm`` (a ``DriftLM``); each one's full
-    message list (system, user and assistant turns), as the spec wrote it."""
+    message list (system, user and assistant turns), as the spec wrote it. ``show_tokens``:
+    token progress within each turn, where the model shows it (``hf-drift``)."""
     specs = [ConversationSpec.from_json(r.args[0]) for r in requests]
     gen_kwargs = [r.args[1] for r in requests]
     carry = drift_lm.carried_conversations()
     with carry(specs, gen_kwargs) if carry is not None else nullcontext() as store:
-        histories, re_encoded = _turns(drift_lm, specs, gen_kwargs, store, progress)
+        target = drift_lm.call_target(carry=store, show_tokens=show_tokens)
+        histories, re_encoded = _turns(drift_lm, specs, gen_kwargs, store, target, progress)
     if store is not None:
         log.info(f"conversation cache: {store.carried} of {store.positions} prompt positions of {len(specs)} "
                  f"conversations came from the carried keys and values")
@@ -73,9 +75,10 @@ def for_template(history: list[dict]) -> list[dict]:
     return out
 
 
-def _turns(drift_lm, specs, gen_kwargs, store, progress):
+def _turns(drift_lm, specs, gen_kwargs, store, target, progress):
     """(the conversations' messages, the (conversation, message index) of each assistant
-    turn re-encoded although its conversation held a cache)."""
+    turn re-encoded although its conversation held a cache); each turn's batch goes to
+    ``target`` (``DriftLM.call_target``)."""
     from lm_eval.api.instance import Instance
 
     histories = [[{"role": "system", "content": s.system_prompt}] for s in specs]
@@ -99,7 +102,6 @@ def _turns(drift_lm, specs, gen_kwargs, store, progress):
         if batch:
             if store is not None:
                 store.expect([(r.args[0], i) for r, i in zip(batch, owners)])
-            target = store.target if store is not None and store.target is not None else drift_lm.model
             for i, reply in zip(owners, drift_lm.generate_drift(batch, target, disable_tqdm=True)):
                 if store is not None and store.reused.pop(i, None) is False:
                     re_encoded.append((i, len(histories[i])))
@@ -123,16 +125,14 @@ def serve(drift_lm, requests, disable_tqdm: bool = False) -> list[str]:
     # within tqdm's default interval, which would otherwise hide them until a generated one ends
     bar = tqdm(total=n_turns, desc=f"Running {len(requests)} conversations, turn by turn",
                disable=disable_tqdm or getattr(drift_lm.model, "rank", 0) != 0, mininterval=0)
-    showing = getattr(drift_lm.model, "turn_progress", None)  # hf-drift: token progress within each turn
 
     def advance(turn, n):
         bar.update(1)
         if turn == n:
             bar.close()  # its line ends before the conversation cache's INFO line starts
 
-    try:
-        with showing(not disable_tqdm) if showing is not None else nullcontext():
-            histories = run_conversations(drift_lm, requests, progress=advance)
+    try:  # hf-drift: token progress within each turn
+        histories = run_conversations(drift_lm, requests, progress=advance, show_tokens=not disable_tqdm)
     finally:
         bar.close()
     system_ok = drift_lm.render.system_role

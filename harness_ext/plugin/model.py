@@ -21,6 +21,7 @@ finds ``hf-drift`` through the package's ``lm_eval.models`` entry point, registe
 """
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 
 from lm_eval.models.huggingface import HFLM
@@ -32,6 +33,7 @@ from drift_eval.errors import DriftUsageError
 from drift_eval.logs import log
 from drift_eval.plugin import carry, reasoning
 from drift_eval.plugin.answers import Answer, count_tokens
+from drift_eval.plugin.backends import StandIn
 from drift_eval.plugin.generation import (ConversationStore, Watch, cache_kwarg, generated_tokens, reserved_cache,
                                          show_progress)
 from drift_eval.plugin.local_models import cached_from_gguf
@@ -53,17 +55,9 @@ class HFDriftLM(HFLM):
         if gguf_file and isinstance(pretrained, str):
             pretrained = cached_from_gguf(pretrained, gguf_file, log=log.warning)
         super().__init__(pretrained=pretrained, **kwargs)
-        self._docs_by_context: dict = {}
         # drift_ppl's scores without compensation, shared by every setting of this model
         # (drift_eval.measure.alpha_serving.serve_nll)
         self.uncompensated_nll: dict = {}
-        self._pending_rows = None
-        self._warned_no_span = False
-        self._batch_contexts: list = []
-        self._answer_meta: dict = {}  # context -> what generation measured (tokens, natural end)
-        self._token_progress = False  # show token progress for the batches of this generate_until call
-        self._conversation_bars = False  # inside generate_conversation with lm-eval's bars on
-        self._carry: ConversationStore | None = None  # the conversation caches of the current call
         self.drift_state = comp.install(self.model, self.compensation, base=attention)
         self.set_compensation(self.compensation)
         if self.conversation_cache == "on" and not carry.can_carry(self):
@@ -92,22 +86,21 @@ class HFDriftLM(HFLM):
             return {"add_special_tokens": self.add_bos_token}
         return {}
 
-    def _span_rows(self, strings, attn_mask):
-        """(span end P, prompt length L) per row, in kept tokens (after left truncation)."""
+    def span_rows(self, strings, attn_mask, docs: dict) -> tuple[list, list]:
+        """(span end P, prompt length L) per row of one batch (its prompts ``strings``, its
+        ``attn_mask``, ``docs``: each prompt's document), in kept tokens (after left
+        truncation)."""
         kept = attn_mask.sum(1).tolist()
         if self.compensation.span == "prompt":
             return kept, kept
         kwargs = self._encode_kwargs(strings)
         ends = []
         for s, n_kept in zip(strings, kept):
-            doc = self._docs_by_context.get(s)
+            doc = docs.get(s)
             sp = doc.get("system_prompt") if isinstance(doc, dict) else None
             end_char = system_span_end(s, self.tokenizer, sp if isinstance(sp, str) else None)
             if end_char is None:
-                if not self._warned_no_span:
-                    log.warning("span=system: a prompt has no system message, so it is not compensated "
-                                "(pass --apply_chat_template, or use span=prompt)")
-                    self._warned_no_span = True
+                _no_span_warning()
                 ends.append(0)
                 continue
             before, n_full = token_counts(s, end_char, self.tokenizer, **kwargs)
@@ -115,82 +108,31 @@ class HFDriftLM(HFLM):
             ends.append(P if P > 1 else 0)
         return ends, kept
 
-    # ------------------------------------------------------------------ lm-eval hooks
-    def tok_batch_encode(self, strings, padding_side="left", left_truncate_len=None, truncation=False):
-        ids, mask = super().tok_batch_encode(strings, padding_side=padding_side,
-                                             left_truncate_len=left_truncate_len, truncation=truncation)
-        self._batch_contexts = list(strings)
-        if self.compensation.active:
-            self._pending_rows = self._span_rows(strings, mask)
-        return ids, mask
+    # ------------------------------------------------------------------ lm-eval's generation
+    def generate_until(self, requests, disable_tqdm: bool = False, *, carry: ConversationStore | None = None,
+                       show_tokens: bool = False):
+        """lm-eval's batched generation, run on a ``Generation`` stand-in for this one call;
+        each answer comes back as an ``Answer`` carrying its token count (and, for
+        forced-length requests, where the model wanted to end), also in what lm-eval's
+        answer cache stores. ``carry``: the ``ConversationStore`` of the conversation call
+        whose turn this is; ``show_tokens``: show token progress although lm-eval's bars are
+        off (a conversation's turns, a call served batch by batch)."""
+        call = Generation(self, {r.args[0]: r.doc for r in requests}, carry,
+                          show_progress(disable_tqdm and not show_tokens, self.rank))
+        out = HFLM.generate_until(call, requests, disable_tqdm=disable_tqdm)
+        answers = []
+        for s, r in zip(out, requests):
+            meta = dict(call.meta.get(r.args[0], {}))
+            if "trace_tokens" in meta:  # lm-eval returned the text after the reasoning: count that
+                meta["tokens"] = count_tokens(self, s)
+            answers.append(Answer(s, **meta))
+        return answers
 
-    def _model_generate(self, context, max_length, stop, **generation_kwargs):
-        """One batch: EOS held back until ``min_new_tokens`` by ``generation.Watch``, which
-        also records where the model wanted to end; keys and values go to a cache reserved
-        for the whole call (``generation.reserved_cache``); the batch's measurements are
-        kept per context for ``generate_until``."""
-        from transformers import LogitsProcessorList
-
-        rows, self._pending_rows = self._pending_rows, None
-        width = context.shape[1]
-        min_new = int(generation_kwargs.pop("min_new_tokens", 0) or 0)
-        eos = carry.end_ids(self, generation_kwargs)  # the chat template's end-of-turn tokens too, when forced
-        watch = Watch(width, eos, min_new, max_length - width, progress=self._token_progress,
-                      desc=f"generating {context.shape[0]} x {max_length - width} tokens")
-        span_ends = list(rows[0]) if rows is not None else [0] * context.shape[0]
-        # a conversation turn starts from what each row's conversation holds (drift_eval.plugin.carry)
-        turn = carry.begin(self._carry, self, self._batch_contexts, context, max_length, generation_kwargs, span_ends)
-        if turn is None and not carry.brings_cache(generation_kwargs):
-            cache = reserved_cache(self.model.config, max_length)
-            if cache is not None:
-                generation_kwargs[cache_kwarg(self.model)] = cache
-        processors = LogitsProcessorList(generation_kwargs.pop("logits_processor", None) or [])
-        processors.append(watch)
-        if rows is not None:
-            span_end, prompt_len = rows
-            self.drift_state.set_rows(span_end, prompt_len, max_length - width)
-        try:
-            out = super()._model_generate(context, max_length, stop, logits_processor=processors, **generation_kwargs)
-        finally:
-            self.drift_state.clear_rows()
-            watch.close()
-        tokens = generated_tokens(out, width, eos, self.tokenizer.pad_token_id)
-        if turn is not None:
-            carry.end(self._carry, turn, out, width, tokens)
-        ends = watch.natural_end or [None] * len(tokens)
-        reasons = bool(reasoning.reasoning_marker(self))
-        for row, (ctx, n, end) in enumerate(zip(self._batch_contexts, tokens, ends)):
-            meta = {"tokens": n}
-            if reasons:  # a reasoning model: its reasoning, which lm-eval leaves out of the answer
-                meta.update(reasoning.reasoning_of(self, out[row, width:width + n].tolist()))
-            if min_new:
-                chars = None if end is None else len(self.tok_decode(out[row, width:width + end].tolist()))
-                meta.update(forced_length=True, natural_end=end, natural_end_chars=chars)
-            self._answer_meta[ctx] = meta
-        return out
-
-    def generate_until(self, requests, disable_tqdm: bool = False):
-        """lm-eval's batched generation; each answer comes back as an ``Answer`` carrying its
-        token count (and, for forced-length requests, where the model wanted to end), also
-        in what lm-eval's answer cache stores."""
-        self._docs_by_context = {r.args[0]: r.doc for r in requests}
-        self._answer_meta = {}
-        self._token_progress = show_progress(disable_tqdm and not self._conversation_bars, self.rank)
-        hook, self.cache_hook = self.cache_hook, _AnswerHook(self.cache_hook, self._answer_meta)
-        try:
-            out = super().generate_until(requests, disable_tqdm=disable_tqdm)
-            answers = []
-            for s, r in zip(out, requests):
-                meta = dict(self._answer_meta.get(r.args[0], {}))
-                if "trace_tokens" in meta:  # lm-eval returned the text after the reasoning: count that
-                    meta["tokens"] = count_tokens(self, s)
-                answers.append(Answer(s, **meta))
-            return answers
-        finally:
-            self.cache_hook = hook
-            self._docs_by_context = {}
-            self._pending_rows = None
-            self._token_progress = False
+    def for_call(self, carry: ConversationStore | None = None, show_tokens: bool = False) -> "Call":
+        """This model for the plugin's calls of one ``generate_conversation`` call (``carry``:
+        its conversations' store) or of one call served batch by batch: a ``Call`` stand-in,
+        whose ``generate_until`` passes ``carry`` and ``show_tokens`` to this model's."""
+        return Call(self, carry, show_tokens)
 
     @contextmanager
     def carried_conversations(self, specs, gen_kwargs):
@@ -201,25 +143,11 @@ class HFDriftLM(HFLM):
         mode = self.compensation.mode if self.compensation.active else "none"
         with carry.carrying(self, self.conversation_cache, self.conversation_cache_mb, mode, specs,
                             gen_kwargs) as store:
-            self._carry = store
-            try:
-                yield store
-            finally:
-                self._carry = None
+            yield store
 
     def conversation_bytes(self, specs, gen_kwargs) -> int:
         """``carry.conversation_bytes`` of this model."""
         return carry.conversation_bytes(self, specs, gen_kwargs)
-
-    @contextmanager
-    def turn_progress(self, on: bool):
-        """Inside a conversation (``drift_eval.plugin.conversations``), whose turns run with
-        lm-eval's bars off: ``on`` shows each turn's token progress all the same."""
-        self._conversation_bars = bool(on)
-        try:
-            yield
-        finally:
-            self._conversation_bars = False
 
 
 def _serving(rt):
@@ -251,3 +179,92 @@ class _AnswerHook:
         if attr == "generate_until" and isinstance(res, str):
             res = Answer(res, **self.meta.get(req[0], {}))
         self.hook.add_partial(attr, req, res)
+
+
+class Call(StandIn):
+    """``hf-drift`` for the plugin's calls of one ``generate_conversation`` call, or of one
+    call served batch by batch (``HFDriftLM.for_call``): a stand-in (``backends.StandIn``)
+    whose ``generate_until`` is the model's with the call's ``carry`` and ``show_tokens``."""
+
+    def __init__(self, model, carry, show_tokens: bool):
+        super().__init__(model)
+        self.carry, self.show_tokens = carry, show_tokens
+
+    def generate_until(self, requests, disable_tqdm: bool = False):
+        return self.stands_for.generate_until(requests, disable_tqdm, carry=self.carry, show_tokens=self.show_tokens)
+
+
+class Generation(StandIn):
+    """``hf-drift`` during one ``generate_until`` call (``HFDriftLM.generate_until``): a
+    stand-in (``backends.StandIn``) on which lm-eval's own ``generate_until`` runs, and
+    which holds what the call's batches pass on: ``tok_batch_encode`` notes each batch's
+    prompts and compensation rows, ``_model_generate`` generates the batch with them and
+    keeps what it measured per prompt (``meta``), and ``cache_hook`` stores each answer
+    with it. Nothing is written on the model."""
+
+    def __init__(self, model, docs: dict, carry, token_progress: bool):
+        super().__init__(model)
+        self.docs, self.carry, self.token_progress = docs, carry, token_progress
+        self.meta: dict = {}  # prompt -> what generation measured (tokens, natural end)
+        self.batch: tuple = ((), None)  # the batch's prompts, its (span ends, prompt lengths) or None
+        self.cache_hook = _AnswerHook(model.cache_hook, self.meta)
+
+    def tok_batch_encode(self, strings, padding_side="left", left_truncate_len=None, truncation=False):
+        model = self.stands_for
+        ids, mask = model.tok_batch_encode(strings, padding_side=padding_side, left_truncate_len=left_truncate_len,
+                                           truncation=truncation)
+        self.batch = (list(strings), model.span_rows(strings, mask, self.docs) if model.compensation.active else None)
+        return ids, mask
+
+    def _model_generate(self, context, max_length, stop, **generation_kwargs):
+        """One batch: EOS held back until ``min_new_tokens`` by ``generation.Watch``, which
+        also records where the model wanted to end; keys and values go to a cache reserved
+        for the whole call (``generation.reserved_cache``), or start from what each row's
+        conversation holds (``drift_eval.plugin.carry``); the batch's measurements are kept
+        per prompt."""
+        from transformers import LogitsProcessorList
+
+        model = self.stands_for
+        (contexts, rows), self.batch = self.batch, ((), None)
+        width = context.shape[1]
+        min_new = int(generation_kwargs.pop("min_new_tokens", 0) or 0)
+        eos = carry.end_ids(model, generation_kwargs)  # the chat template's end-of-turn tokens too, when forced
+        watch = Watch(width, eos, min_new, max_length - width, progress=self.token_progress,
+                      desc=f"generating {context.shape[0]} x {max_length - width} tokens")
+        span_ends = list(rows[0]) if rows is not None else [0] * context.shape[0]
+        turn = carry.begin(self.carry, model, contexts, context, max_length, generation_kwargs, span_ends)
+        if turn is None and not carry.brings_cache(generation_kwargs):
+            cache = reserved_cache(model.model.config, max_length)
+            if cache is not None:
+                generation_kwargs[cache_kwarg(model.model)] = cache
+        processors = LogitsProcessorList(generation_kwargs.pop("logits_processor", None) or [])
+        processors.append(watch)
+        if rows is not None:
+            span_end, prompt_len = rows
+            model.drift_state.set_rows(span_end, prompt_len, max_length - width)
+        try:
+            out = model._model_generate(context, max_length, stop, logits_processor=processors, **generation_kwargs)
+        finally:
+            model.drift_state.clear_rows()
+            watch.close()
+        tokens = generated_tokens(out, width, eos, model.tokenizer.pad_token_id)
+        if turn is not None:
+            carry.end(self.carry, turn, out, width, tokens)
+        ends = watch.natural_end or [None] * len(tokens)
+        reasons = bool(reasoning.reasoning_marker(model))
+        for row, (ctx, n, end) in enumerate(zip(contexts, tokens, ends)):
+            meta = {"tokens": n}
+            if reasons:  # a reasoning model: its reasoning, which lm-eval leaves out of the answer
+                meta.update(reasoning.reasoning_of(model, out[row, width:width + n].tolist()))
+            if min_new:
+                chars = None if end is None else len(model.tok_decode(out[row, width:width + end].tolist()))
+                meta.update(forced_length=True, natural_end=end, natural_end_chars=chars)
+            self.meta[ctx] = meta
+        return out
+
+
+@functools.cache
+def _no_span_warning() -> None:
+    """Once in a process: a prompt without a system message is not compensated."""
+    log.warning("span=system: a prompt has no system message, so it is not compensated "
+                "(pass --apply_chat_template, or use span=prompt)")

@@ -9,7 +9,7 @@ be carried), checks that the backend forces a length where the tasks ask for one
 from __future__ import annotations
 
 from drift_eval.errors import DriftUsageError
-from drift_eval.plugin import backends, scoring
+from drift_eval.plugin import backends, cached_serving, scoring
 from drift_eval.plugin.chat import probe
 from drift_eval.plugin.forcing import check_forcing
 from drift_eval.plugin.request_types import CONVERSATION, TYPES
@@ -133,7 +133,7 @@ def for_run(lm, tasks: dict, chat) -> DriftLM | None:
     problems = run_problems(lm, ours, bool(chat), cache[0])
     if problems:
         raise DriftUsageError("; ".join(problems))
-    wrapped = DriftLM(lm, ours, bool(chat), cache, workers)
+    wrapped = DriftLM(lm, ours, bool(chat), cache, workers, answers=cached_serving.current())
     forced = [name for name, task in ours.items() if forced_length(task, name)]
     if forced:
         check_forcing(wrapped, forced)

@@ -35,9 +35,11 @@ conversion cache was keyed by content goes on with the converted folder it began
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
+import signal
 import sys
 import time
 
@@ -45,13 +47,11 @@ from drift_eval import inert
 from drift_eval.errors import DriftUsageError
 from drift_eval.files import check_output_folder, folder_lock
 from drift_eval.logs import log as plugin_log
-from drift_eval.plugin import answer_cache, sweep_folder
-from drift_eval.plugin.request_types import CONVERSATION, TYPES
+from drift_eval.plugin import answer_cache, cached_serving, sweep_folder
 from drift_eval.resultfiles.manifest import read_manifest
 from drift_eval.resultfiles.names import converted_gguf
 from drift_eval.settings import int_option, parse_settings
 
-BUILTIN_TYPES = ("generate_until", "loglikelihood", "loglikelihood_rolling")
 RESUME = "rerun the same command to resume (finished settings and cached answers are kept)"
 
 
@@ -90,110 +90,16 @@ def _plugin_lines(log, warn):
         plugin_log.propagate = propagate
 
 
-# ------------------------------------------------------------------------ answers
-class _Answers:
-    """Counts requests that reach the model and serves the rest from the answer cache:
-    lm-eval's request types are stored by the backend's cache hook as each answer is
-    produced, the project's own request types every ``chunk`` requests. The turns of a
-    conversation (``generate_until`` calls made inside ``generate_conversation``) are
-    cached too: an interrupted conversation run replays its finished turns from the cache
-    (greedy turns render the same history again) and generates from the first missing one."""
-
-    def __init__(self, lm, cache, chunk: int):
-        self.lm, self.cache, self.chunk = lm, cache, max(1, chunk)
-        self.generated = 0
-        self.cached = 0
-        self.turns_cached = 0  # conversation turns served from the cache
-        self._depth = 0
-        self._storing = None   # the lm-eval request type whose answers the hook stores now
-        self._originals = {}
-
-    # the backend's cache hook (lm-eval's CacheHook interface)
-    def add_partial(self, attr, req, res):
-        if self.cache is None or attr != self._storing or _sampled(attr, req):
-            return
-        from lm_eval.api.model import hash_args
-
-        self.cache.put([(hash_args(attr, req), attr, res)])
-
-    def install(self, request_types):
-        for rtype in request_types:
-            if hasattr(type(self.lm), rtype):
-                self._originals[rtype] = getattr(self.lm, rtype)
-                setattr(self.lm, rtype, self._wrap(rtype, self._originals[rtype]))
-        self.lm.set_cache_hook(self)
-
-    def remove(self):
-        from lm_eval.api.model import CacheHook
-
-        for rtype in self._originals:
-            self.lm.__dict__.pop(rtype, None)
-        self._originals = {}
-        self.lm.set_cache_hook(CacheHook(None))
-
-    def _wrap(self, rtype, original):
-        def call(requests, *args, **kwargs):
-            top = self._depth == 0
-            self._depth += 1
-            try:
-                if not top and rtype not in BUILTIN_TYPES:
-                    return original(requests, *args, **kwargs)
-                return self._serve(rtype, original, requests, *args, count=top, **kwargs)
-            finally:
-                self._depth -= 1
-
-        return call
-
-    def _serve(self, rtype, original, requests, *args, count: bool = True, **kwargs):
-        """``count``: False for the turns inside a conversation (the conversation is the
-        request that is counted)."""
-        from lm_eval.api.model import hash_args
-
-        keys = [hash_args(rtype, r.args) for r in requests]
-        out = [None] * len(requests)
-        if self.cache is not None:
-            out = [None if _sampled(rtype, r.args) else self.cache.get(k, rtype) for k, r in zip(keys, requests)]
-        todo = [i for i, o in enumerate(out) if o is None]
-        if count:
-            self.cached += len(requests) - len(todo)
-            self.generated += len(todo)
-        else:
-            self.turns_cached += len(requests) - len(todo)
-        if rtype in BUILTIN_TYPES:  # one call, as lm-eval makes it; the hook stores each answer
-            self._storing = rtype
-            try:
-                answers = original([requests[i] for i in todo], *args, **kwargs) if todo else []
-            finally:
-                self._storing = None
-            for i, a in zip(todo, answers):
-                out[i] = a
-            if self.cache is not None:  # and for a backend without the hook, all of them now
-                self.cache.put([(keys[i], rtype, out[i]) for i in todo if not _sampled(rtype, requests[i].args)])
-            return out
-        if rtype != CONVERSATION.name:
-            # keep requests that share work together in a chunk: prompt_offsets requests of
-            # one scene (its four axes) share the scene's base runs
-            todo.sort(key=lambda i: str(requests[i].args[0]))
-        for start in range(0, len(todo), self.chunk):
-            idx = todo[start:start + self.chunk]
-            answers = original([requests[i] for i in idx], *args, **kwargs)
-            for i, a in zip(idx, answers):
-                out[i] = a
-            if self.cache is not None:
-                self.cache.put([(keys[i], rtype, out[i]) for i in idx])
-        return out
-
-
-def _sampled(rtype, args) -> bool:
-    """Sampled answers are never cached (lm-eval's rule)."""
-    return rtype == "generate_until" and len(args) > 1 and isinstance(args[1], dict) and bool(args[1].get("do_sample"))
-
-
 # ------------------------------------------------------------------------ checks before the model loads
-def _options(settings, tasks, model_args, limit, gen_kwargs, batch_size, metadata, span):
+def _options(settings, tasks, opts):
+    """(the settings, the task names, the model args, the metadata, the generation kwargs),
+    each checked, before anything loads."""
     from lm_eval.utils import simple_parse_args_string
 
     from drift_eval.plugin.task_base import check_generation_kwargs
+
+    model_args, limit, gen_kwargs, batch_size, metadata, span = (
+        opts.model_args, opts.limit, opts.gen_kwargs, opts.batch_size, opts.metadata, opts.span)
 
     configs = parse_settings(settings, span)
     task_list = [t.strip() for t in str(tasks).split(",") if t.strip()]
@@ -302,17 +208,33 @@ def _stop_at(labels: list) -> str | None:
     return value
 
 
-def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limit=None, gen_kwargs: str = "",
-              batch_size: int = 8, device: str = "cpu", span: str = "system", apply_chat_template: bool = True,
-              metadata: str = "", use_cache: bool = True, log=_log, warn=_warn) -> dict:
+@dataclasses.dataclass(frozen=True)
+class SweepOptions:
+    """The options of ``drift-eval sweep`` besides its folder, settings and tasks, as the
+    command takes them: ``--model-args``, ``--limit``, ``--gen-kwargs``, ``--batch-size``,
+    ``--device``, ``--span``, ``--no-chat-template`` (``apply_chat_template``),
+    ``--metadata`` and ``--no-cache`` (``use_cache``)."""
+    model_args: str = ""
+    limit: object = None
+    gen_kwargs: str = ""
+    batch_size: object = 8
+    device: str = "cpu"
+    span: str = "system"
+    apply_chat_template: bool = True
+    metadata: str = ""
+    use_cache: bool = True
+
+
+def run_sweep(output: str, settings: str, tasks: str, opts: SweepOptions = SweepOptions(), log=_log,
+              warn=_warn) -> dict:
     """Run the sweep; returns {label: "done" | "skipped"}."""
-    configs, task_list, margs, meta, gen = _options(settings, tasks, model_args, limit, gen_kwargs, batch_size,
-                                                    metadata, span)
+    limit, span, apply_chat_template = opts.limit, opts.span, opts.apply_chat_template
+    configs, task_list, margs, meta, gen = _options(settings, tasks, opts)
     output = os.path.abspath(output)
     if "pretrained" not in margs:
         margs["pretrained"] = _default_model(output)
     options = {"tasks": task_list, "model_args": {k: str(v) for k, v in margs.items()}, "limit": limit,
-               "gen_kwargs": gen_kwargs or "", "apply_chat_template": bool(apply_chat_template),
+               "gen_kwargs": opts.gen_kwargs or "", "apply_chat_template": bool(apply_chat_template),
                "metadata": meta, "span": span}
     labels = [c.label() for c in configs]
     stop_at = _stop_at(labels)
@@ -332,61 +254,85 @@ def run_sweep(output: str, settings: str, tasks: str, model_args: str = "", limi
                 sweep_folder.write_manifest(output, planned, options)
             log(f"sweep complete: {len(labels)} settings in {output}")
             return status
+        plan = _Plan(output, labels, planned, options, task_list, margs, meta, gen, limit, opts.batch_size,
+                     opts.device, bool(apply_chat_template), opts.use_cache, stop_at)
         with _plugin_lines(log, warn):
-            _sweep(output, todo, labels, planned, options, task_list, margs, meta, gen, limit, batch_size, device,
-                   bool(apply_chat_template), use_cache, status, log, warn, stop_at)
+            _sweep(plan, todo, status, log, warn)
     log(f"sweep complete: {len(labels)} settings in {output}")
     return status
 
 
-def _sweep(output, todo, labels, planned, options, task_list, margs, meta, gen, limit, batch_size, device, chat,
-           use_cache, status, log, warn, stop_at=None):
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What every setting of one sweep shares: the folder, the settings' labels (and every
+    label the manifest plans), the options ``sweep.json`` records, and the run's tasks, model
+    args, metadata, generation kwargs, limit, batch size, device, chat templating, whether
+    answers are cached, and the label at which a test stops the sweep (``STOP_AT_ENV``)."""
+    output: str
+    labels: list
+    planned: list
+    options: dict
+    task_list: list
+    margs: dict
+    meta: dict
+    gen: object
+    limit: object
+    batch_size: object
+    device: str
+    chat: bool
+    use_cache: bool
+    stop_at: str | None
+
+
+def _sweep(plan: _Plan, todo, status: dict, log, warn) -> None:
+    """The settings ``todo`` ((config, label) pairs) of ``plan``, the model loaded once;
+    each one's ``status`` set to ``done`` as it is published."""
     import lm_eval
+    from lm_eval.api.model import CacheHook
     from lm_eval.loggers import EvaluationTracker
     from lm_eval.utils import make_table
 
     from drift_eval.plugin.model import HFDriftLM
 
     # everything that can be checked without the weights, before they load
-    task_manager = _task_manager(task_list, {**margs, **meta})
-    task_manager.load(task_list)  # builds the docs: --metadata and the language-ID model are checked
-    _check_model(margs, chat, log)
+    task_manager = _task_manager(plan.task_list, {**plan.margs, **plan.meta})
+    task_manager.load(plan.task_list)  # builds the docs: --metadata and the language-ID model are checked
+    _check_model(plan.margs, plan.chat, log)
     t0 = time.perf_counter()
-    log(f"loading {margs['pretrained']} once for {len(todo)} setting(s)...")
-    lm = HFDriftLM.create_from_arg_obj(dict(margs), {"batch_size": batch_size, "device": device})
+    log(f"loading {plan.margs['pretrained']} once for {len(todo)} setting(s)...")
+    lm = HFDriftLM.create_from_arg_obj(dict(plan.margs), {"batch_size": plan.batch_size, "device": plan.device})
     log(f"model loaded in {time.perf_counter() - t0:.1f} s")
-    sweep_folder.write_manifest(output, planned, options)
+    sweep_folder.write_manifest(plan.output, plan.planned, plan.options)
     for c, lab in todo:
-        i = labels.index(lab) + 1
-        folder = os.path.join(output, c.folder())
+        i = plan.labels.index(lab) + 1
+        folder = os.path.join(plan.output, c.folder())
         sweep_folder.clear(folder, log)
-        cache = answer_cache.AnswerCache(os.path.join(folder, "cache"), warn=warn) if use_cache else None
+        cache = answer_cache.AnswerCache(os.path.join(folder, "cache"), warn=warn) if plan.use_cache else None
         before = len(cache) if cache is not None else 0
-        log(f"[{i}/{len(labels)}] {lab}: running {', '.join(task_list)}"
+        log(f"[{i}/{len(plan.labels)}] {lab}: running {', '.join(plan.task_list)}"
             + (f" (resuming: {before} cache entries)" if before else ""))
-        if lab == stop_at:  # a test interrupts the sweep here: it stops until the test lets it go on
-            import signal
-
+        if lab == plan.stop_at:  # a test interrupts the sweep here: it stops until the test lets it go on
             os.kill(os.getpid(), signal.SIGSTOP)
         lm.set_compensation(c)
-        answers = _Answers(lm, cache, batch_size if isinstance(batch_size, int) else 1)
-        answers.install([*BUILTIN_TYPES, *TYPES])
+        answers = cached_serving.CachedServing(cache, plan.batch_size if isinstance(plan.batch_size, int) else 1)
+        lm.set_cache_hook(answers)  # lm-eval's hook: its own request types stored as they are produced
         staging = os.path.join(folder, f"{sweep_folder.STAGING}{os.getpid()}")
         tracker = EvaluationTracker(output_path=staging)
         t1 = time.perf_counter()
         try:
-            results = lm_eval.simple_evaluate(
-                model=lm, model_args={**margs, **c.model_args()},
-                tasks=task_list, batch_size=batch_size, device=device, limit=limit, gen_kwargs=gen,
-                log_samples=True, evaluation_tracker=tracker, apply_chat_template=chat, fewshot_as_multiturn=chat,
-                task_manager=task_manager)
+            with cached_serving.serving(answers):  # the run's drift wrapper serves through the cache
+                results = lm_eval.simple_evaluate(
+                    model=lm, model_args={**plan.margs, **c.model_args()},
+                    tasks=plan.task_list, batch_size=plan.batch_size, device=plan.device, limit=plan.limit,
+                    gen_kwargs=plan.gen, log_samples=True, evaluation_tracker=tracker, apply_chat_template=plan.chat,
+                    fewshot_as_multiturn=plan.chat, task_manager=task_manager)
             samples = results.pop("samples")
             tracker.save_results_aggregated(results=results, samples=samples)
             for task_name in results["configs"]:
                 tracker.save_results_samples(task_name=task_name, samples=samples[task_name])
             sweep_folder.publish(staging, folder)
         finally:
-            answers.remove()
+            lm.set_cache_hook(CacheHook(None))
             if cache is not None:
                 cache.close()
         if cache is not None and cache.invalid:
@@ -394,7 +340,7 @@ def _sweep(output, todo, labels, planned, options, task_list, margs, meta, gen, 
         log(make_table(results))
         if results.get("groups"):
             log(make_table(results, "groups"))
-        log(f"[{i}/{len(labels)}] {lab}: done in {time.perf_counter() - t1:.1f} s; requests answered by the model: "
-            f"{answers.generated}, from the cache: {answers.cached}"
+        log(f"[{i}/{len(plan.labels)}] {lab}: done in {time.perf_counter() - t1:.1f} s; requests answered by the "
+            f"model: {answers.generated}, from the cache: {answers.cached}"
             + (f" (and {answers.turns_cached} conversation turns)" if answers.turns_cached else ""))
         status[lab] = "done"

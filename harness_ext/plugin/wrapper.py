@@ -11,9 +11,12 @@ user's model, in the manner of lm-eval's ``CachingLM``. The wrapper
 * sends the drift tasks' ``generate_until`` requests with the forced length under the
   backend's own kwarg, checks that each prompt still holds the task's system prompt, and
   returns each answer as an ``Answer`` with its metadata (``drift_eval.plugin.backends``);
-* serves the drift request types (``drift_eval.plugin.request_types``): a model that has
-  the method (``hf-drift``) serves it; conversations run on any chat model
-  (``drift_eval.plugin.conversations``); any other pair was refused before the run;
+* serves the drift request types (``drift_eval.plugin.request_types``): conversations run
+  here on any chat model, ``hf-drift`` included (``drift_eval.plugin.conversations``), so
+  that each is wrapped once; a model that has the method (``hf-drift``) serves the others;
+  any other pair was refused before the run;
+* in a sweep, serves every request through its answer cache, a collaborator given to it
+  (``answers``: ``drift_eval.plugin.cached_serving``);
 * carries each conversation's keys and values between turns on lm-eval's own ``hf``
   model when the run's ``--metadata`` asks for it (``conversation_cache``:
   ``drift_eval.plugin.carry.StockCarry``; ``hf-drift`` carries them itself);
@@ -31,7 +34,6 @@ instruction in templates without a system role by rendering through
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import time
@@ -40,9 +42,10 @@ from drift_eval.errors import DriftUsageError
 from drift_eval.logs import log
 from drift_eval.plugin import backends, batches, chat, reasoning, scoring, servers
 from drift_eval.plugin.answers import Answer, meta_of
+from drift_eval.plugin.cached_serving import BUILTIN_TYPES
 from drift_eval.plugin.chat import InstructionKeeping
 from drift_eval.plugin.progress import RUN
-from drift_eval.plugin.request_types import CONVERSATION, TYPES
+from drift_eval.plugin.request_types import TYPES
 from drift_eval.settings import CONVERSATION_CACHE_MB
 
 
@@ -71,8 +74,10 @@ class DriftLM:
     chat template (``--apply_chat_template``)."""
 
     def __init__(self, lm, drift_tasks, chat: bool = True, conversation_cache=("off", CONVERSATION_CACHE_MB),
-                 scoring_workers: int = 0):
+                 scoring_workers: int = 0, answers=None):
         self.lm = lm
+        # a sweep's answer cache (drift_eval.plugin.cached_serving.CachedServing), or None
+        self.answers = answers
         self.model = innermost(lm)
         self.drift_tasks = frozenset(drift_tasks)
         # name -> task, where the run's tasks were given: their answers go to the scoring processes
@@ -86,25 +91,33 @@ class DriftLM:
 
     def __getattr__(self, name):
         if name.startswith("__") or name in ("lm", "model", "drift_tasks", "chat", "backend", "render",
-                                             "conversation_cache", "tasks", "scoring_workers"):
+                                             "conversation_cache", "tasks", "scoring_workers", "answers"):
             raise AttributeError(name)  # not set yet (copying, unpickling): never the wrapped model's
         rt = TYPES.get(name)
         if rt is None:  # lm-eval's own
-            return getattr(self.lm, name)
-        if hasattr(self.lm, name):  # a model that serves it (hf-drift)
             own = getattr(self.lm, name)
-            return own if rt is not CONVERSATION else self._scored(own)
-        if rt.any_chat_model:
+            return self._served(name, own) if name in BUILTIN_TYPES else own
+        if rt.any_chat_model:  # conversations: served here, on every chat model, hf-drift included
             from drift_eval.plugin.serving import SERVERS  # torch: only once a run serves a drift request type
 
             serve = SERVERS[name]
-            return self._scored(lambda requests, disable_tqdm=False: serve(self, requests, disable_tqdm=disable_tqdm))
+            return self._scored(self._served(
+                name, lambda requests, disable_tqdm=False: serve(self, requests, disable_tqdm=disable_tqdm)))
+        if hasattr(self.lm, name):  # a model that serves it (hf-drift)
+            return self._served(name, getattr(self.lm, name))
 
         def refuse(requests, *args, **kwargs):  # run_problems refuses such a run before it starts
             raise DriftUsageError(needs_hf_drift({getattr(r, "task_name", None) or "" for r in requests} - {""},
                                                  rt.needs))
 
         return refuse
+
+    def _served(self, rtype: str, serve):
+        """``serve`` (the ``rtype`` requests' serving), through a sweep's answer cache where
+        the run has one (``answers``)."""
+        if self.answers is None:
+            return serve
+        return functools.partial(self.answers.serve, rtype, serve)
 
     def _scored(self, serve):
         """``serve`` (a request type's serving function), with its answers handed to the
@@ -150,12 +163,14 @@ class DriftLM:
     def generate_until(self, requests, *args, **kwargs):
         drift = [i for i, r in enumerate(requests) if self._is_drift(r)]
         if not drift:
-            return self.lm.generate_until(requests, *args, **kwargs)
+            return self._served("generate_until", self.lm.generate_until)(requests, *args, **kwargs)
         ours = set(drift)
         others = [i for i in range(len(requests)) if i not in ours]
         out = [None] * len(requests)
         if others:  # exactly the call lm-eval makes without the drift tasks
-            for i, a in zip(others, self.lm.generate_until([requests[i] for i in others], *args, **kwargs)):
+            theirs = self._served("generate_until", self.lm.generate_until)([requests[i] for i in others], *args,
+                                                                            **kwargs)
+            for i, a in zip(others, theirs):
                 out[i] = a
         for i, a in zip(drift, self._batch_by_batch([requests[i] for i in drift], args, kwargs)):
             out[i] = a
@@ -173,20 +188,28 @@ class DriftLM:
             answers = _timed(self.generate_drift, requests, self.lm, *args, **kwargs)
             self._to_scoring(requests, answers, expected=len(requests))
             return answers
-        tokens_shown = contextlib.nullcontext()
+        target = self.lm
         if self.lm is self.model:  # the progress lines below stand for lm-eval's bar of the call
             kwargs = {**kwargs, "disable_tqdm": True}
-            showing = getattr(self.model, "turn_progress", None)  # hf-drift: each batch's tokens all the same
-            tokens_shown = showing(True) if callable(showing) else tokens_shown
-        with tokens_shown:
-            return self._each_batch(requests, plan, kwargs)
+            target = self.call_target(show_tokens=True)  # hf-drift: each batch's tokens all the same
+        return self._each_batch(requests, plan, target, kwargs)
 
-    def _each_batch(self, requests, plan, kwargs) -> list:
+    def call_target(self, carry=None, show_tokens: bool = False):
+        """What the calls of one of the plugin's own calls go to: on ``hf-drift``, the model
+        for that call (``HFDriftLM.for_call``: ``carry``, the conversations' store, and
+        ``show_tokens``, token progress with lm-eval's bars off, passed as arguments); else
+        the store's stand-in for the model (``carry.StockCarry``), or the model."""
+        for_call = getattr(self.model, "for_call", None)
+        if callable(for_call):
+            return for_call(carry=carry, show_tokens=show_tokens)
+        return carry.target if carry is not None and carry.target is not None else self.model
+
+    def _each_batch(self, requests, plan, target, kwargs) -> list:
         names = sorted({getattr(r, "task_name", None) or "drift" for r in requests})
         task = ", ".join(names) if len(names) <= 3 else f"{len(names)} drift tasks"  # a family's call: 28
         answers, done, scored_before = [None] * len(requests), 0, scoring.POOL.finished()
         for n, idx in enumerate(plan, 1):
-            got = _timed(self.generate_drift, [requests[i] for i in idx], self.lm, **kwargs)
+            got = _timed(self.generate_drift, [requests[i] for i in idx], target, **kwargs)
             for i, a in zip(idx, got):
                 answers[i] = a
             self._to_scoring([requests[i] for i in idx], got, expected=len(requests), quiet=True)
@@ -218,7 +241,7 @@ class DriftLM:
                                                    via=None if target is self.model else target, **kwargs)
         if backends.ServerCounts.applies(self.model, self.backend):
             return backends.ServerCounts.generate(target, self.model, sent, *args, **kwargs)
-        return target.generate_until(sent, *args, **kwargs)
+        return self._served("generate_until", target.generate_until)(sent, *args, **kwargs)
 
     # ------------------------------------------------------------------ reasoning models
     def _reasons_first(self, target, args) -> bool:
