@@ -248,7 +248,7 @@ SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, Heal
                 derandomize=True, database=None)
 
 
-@settings(max_examples=25, **SETTINGS)
+@settings(max_examples=12, **SETTINGS)
 @given(FOLDER, FOLDER)
 def test_hostile_folders_through_every_command(candidate, baseline):
     _every_command(candidate, baseline)

@@ -38,10 +38,10 @@ UNREADABLE = " ".join(f"{n} ; {n % 7}.{n % 97} % = {n * 31 % 1000}" for n in ran
 
 
 @pytest.fixture(scope="module")
-def tasks():
-    from lm_eval.tasks import TaskManager, get_task_dict
+def tasks(task_manager):
+    from lm_eval.tasks import get_task_dict
 
-    return get_task_dict(list(REAL), TaskManager())
+    return get_task_dict(list(REAL), task_manager)
 
 
 @pytest.mark.parametrize("task", list(REAL))

@@ -218,6 +218,7 @@ def test_the_sign_flip_interval_is_the_set_of_shifts_the_enumerated_test_keeps(d
     assert lo < float(np.mean(d)) < hi
 
 
+@pytest.mark.slow  # 1,200 simulated runs of 999 resamples
 def test_the_sign_flip_interval_covers_95_percent_at_small_discordance():
     """Per-conversation rates of three turns: most pairs unchanged, the rest changing a turn
     or two either way (symmetric, true mean difference 0) or shifted by a known amount.

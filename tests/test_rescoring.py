@@ -50,11 +50,11 @@ def _same(new, old) -> bool:
     return (list(new) if isinstance(new, tuple) else new) == old
 
 
-def test_committed_answers_score_as_published():
-    from lm_eval.tasks import TaskManager, get_task_dict
+def test_committed_answers_score_as_published(task_manager):
+    from lm_eval.tasks import get_task_dict
 
     files = _samples_files()
-    tasks = get_task_dict(sorted({_task_of(p) for p in files}), TaskManager())
+    tasks = get_task_dict(sorted({_task_of(p) for p in files}), task_manager)
     scored, differ = Counter(), Counter()
     for path in files:
         name = _task_of(path)

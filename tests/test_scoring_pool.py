@@ -25,10 +25,8 @@ def test_the_number_of_workers_is_checked():
 
 
 @pytest.fixture(scope="module")
-def french_tasks():
-    from lm_eval.tasks import TaskManager
-
-    return TaskManager().load(["drift_french_single", "drift_ja_single"])["tasks"]
+def french_tasks(task_manager):
+    return task_manager.load(["drift_french_single", "drift_ja_single"])["tasks"]
 
 
 def test_a_worker_loads_the_tasks_own_function_from_its_file(french_tasks):
@@ -134,6 +132,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads the process tree from /proc (Linux)")
+@pytest.mark.slow  # a process killed with its workers, waited for
 def test_the_workers_end_with_a_main_process_that_was_killed():
     import subprocess
     import sys
