@@ -55,7 +55,7 @@ def main():
     out = {"bound_check": capacity_bound(2048, 50304).as_dict()}
     print(f"bound check: C = {out['bound_check']['C']:.1f} (d 2048, |V| 50304, eps = r/2048)")
 
-    from conftest import tiny_model
+    from support.models import tiny_model
 
     model = cr.widen_init(tiny_model("llama", seed=0, layers=2), std=0.3, seed=0)
     settings = cr.Settings.from_options(ms=args.tiny_ms, lengths=args.tiny_lengths, strings=args.tiny_strings,

@@ -10,7 +10,7 @@ them as often one way as the other, and the candidate loses a further share ``re
 decision: ``drift_eval.metrics.paired.paired_difference`` and ``power.minimum_detectable_effect``
 into a ``drift_eval.decide.compare.Comparison``, judged by ``drift_eval.decide.compare.judge``
 (``underpowered: fail``). Both statistics see 0/1 pairs only through ``n`` and the two
-discordant counts (``tests/test_paired_statistics.py``), so each distinct count is computed
+discordant counts (``tests/maths/test_paired_statistics.py``), so each distinct count is computed
 once, from the first run that has it, and reused.
 
     python benchmarks/gate_operating.py                 # 4000 runs per cell

@@ -50,7 +50,7 @@ _NEWLINES = re.compile(r"[\r\n\u2028\u2029]+")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 #: Unicode's format characters (category Cf, as of Unicode 15): bidirectional overrides and
 #: isolates, zero-width characters, invisible operators, tags; they can reorder or hide what
-#: a terminal or a log viewer shows (tests/test_inert.py checks the list against unicodedata)
+#: a terminal or a log viewer shows (tests/decisions/test_inert.py checks the list against unicodedata)
 FORMAT = ("\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
           "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
           "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f")

@@ -12,7 +12,7 @@ the same n-grams. Its sampling loop is langdetect's own too, with the 55 languag
 probabilities held in one NumPy array instead of a list: each update multiplies them by the
 same sums, and each normalisation divides them by the same sequential sum, element by
 element, so every probability is the same float (``ARRAYS_CACHED`` n-grams' rows are kept as
-arrays). ``tests/test_langid.py`` checks the n-grams and the probabilities, and the verdicts,
+arrays). ``tests/maths/test_langid.py`` checks the n-grams and the probabilities, and the verdicts,
 against langdetect's own classes on every committed answer and on generated text.
 
 It also keeps a factory of its own (langdetect's profiles, seed 0) instead of setting the

@@ -182,7 +182,7 @@ def paired_proportion_interval(b, c, n, confidence: float = CONFIDENCE, correcti
     at n = 36–800 with a one-way difference of 0.05–0.2 and a baseline rate of 0.8,
     simulated), the side a release gate reads; both uncorrected intervals exclude 0 at
     four discordant pairs all one way. The continuity correction makes the
-    interval conservative at small counts (``tests/test_stats.py`` checks the coverage by
+    interval conservative at small counts (``tests/maths/test_stats.py`` checks the coverage by
     simulation and by enumeration). Hand-written: neither scipy nor numpy has an interval
     for paired proportions."""
     from scipy.stats import norm

@@ -10,7 +10,7 @@ jieba cuts a text block by block, between its own separators (``jieba.re_han_def
 each block's words depend on that block alone, so each distinct block is cut once and
 remembered (``BLOCKS_CACHED`` of them, least recently used first out): the turns of a
 loop, and the answers of one prompt, repeat sentences, whose second reading costs a lookup.
-``tests/test_langid_languages.py`` checks it against ``jieba.cut`` on every committed
+``tests/maths/test_langid_languages.py`` checks it against ``jieba.cut`` on every committed
 Chinese answer.
 """
 from __future__ import annotations

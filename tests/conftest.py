@@ -1,4 +1,10 @@
-"""Session fixtures: the bundled model and one real sweep. Helpers live in ``helpers.py``.
+"""Session fixtures: the bundled model, lm-eval's task manager over the drift tasks, and one
+real sweep. What tests share besides fixtures lives in ``support/``, a module for each thing
+it provides (``support.models``, ``support.commands``, ``support.servers``,
+``support.images``, ``support.places``, ``support.checks``, ``support.prose``,
+``support.handmade_results``, ``support.french_reference``). The test files are grouped in
+folders by layer: ``maths``, ``measure``, ``tasks``, ``plugin``, ``decisions`` (and
+reports), ``project`` (layout, packaging, every command's contracts) and ``end_to_end``.
 
 Tests that load a real model, start a subprocess or run lm-eval end to end are marked
 ``slow`` (in the test file, or here for whole files); ``pytest -m "not slow"`` is the fast
@@ -8,8 +14,9 @@ import logging
 
 import pytest
 
-from handmade_results import write_output
-from helpers import NO_SYSTEM_TEMPLATE, REAL_SWEEP_ARGS, model_with_template, run_drift_eval
+from support.commands import REAL_SWEEP_ARGS, run_drift_eval
+from support.handmade_results import write_output
+from support.models import NO_SYSTEM_TEMPLATE, model_with_template
 
 
 def pytest_configure(config):

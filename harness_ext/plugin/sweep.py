@@ -193,7 +193,7 @@ def _default_model(output: str) -> str:
 # ------------------------------------------------------------------------ the sweep
 #: a setting label: the sweep stops itself (SIGSTOP) the moment it says that setting is
 #: running, so that a test can interrupt it at that point and no other, whatever the load
-#: (tests/test_reliability_sweep.py); unset in use
+#: (tests/plugin/test_reliability_sweep.py); unset in use
 STOP_AT_ENV = "DRIFT_EVAL_STOP_AT"
 
 

@@ -5,7 +5,7 @@ are made: each file only includes a template and names its language.
     python -m drift_eval.tasks.drift_languages._generate_configs     # rewrite the files
     python -m drift_eval.tasks.drift_languages._generate_configs --check   # exit 1 if any differs
 
-``tests/test_languages_tasks.py`` runs the check, so the committed files are always exactly
+``tests/tasks/test_languages_tasks.py`` runs the check, so the committed files are always exactly
 what this script writes."""
 from __future__ import annotations
 

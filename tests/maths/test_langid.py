@@ -1,0 +1,187 @@
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from support.places import REPO
+
+from drift_eval.metrics import langid
+
+FR = "Le chat dort paisiblement sur le canapé pendant que la pluie tombe sur la ville."
+EN = "The cat sleeps peacefully on the sofa while the rain falls on the city."
+
+
+def test_french_and_english_sentences():
+    fr, en = langid.identify_many([FR, EN])
+    assert fr.lang == "fr" and fr.score > 0.9
+    assert en.lang == "en" and en.score > 0.9
+
+
+def test_empty_and_short_text_is_unknown():
+    for text in ["", "   ", None, "ok", "oui non"]:
+        pred = langid.identify(text)
+        assert pred.lang == langid.UNKNOWN and not pred.known
+
+
+def test_multiline_text_is_flattened():
+    assert langid.identify(FR.replace(" ", "\n", 3)).lang == "fr"
+
+
+def test_segments_and_halves_count_metric_tokens():
+    text = " ".join(["mot"] * 300)
+    segs = langid.segments(text, 128)
+    assert [len(s.split()) for s in segs] == [128, 128, 44]
+    first, second = langid.halves("a b c d, e")  # tokens: a b c d , e
+    assert first == "a b c" and second == "d , e"
+
+
+def test_mixed_text_segments_switch_language():
+    text = (FR + " ") * 20 + (EN + " ") * 20
+    timeline = [p.lang for p in langid.identify_many(langid.segments(text, 64))]
+    assert timeline[0] == "fr" and timeline[-1] == "en"
+
+
+def test_langdetect_cross_check_is_seeded_and_agrees():
+    from drift_eval.metrics import crosscheck
+
+    assert crosscheck.detect(FR) == "fr" == _stock_detect(FR)
+    assert crosscheck.detect(EN) == "en" == _stock_detect(EN)
+    assert crosscheck.detect("") == langid.UNKNOWN == crosscheck.detect("Bonjour")
+
+
+def _stock_detect(text):
+    """langdetect's own seeded verdict, as its documentation gives it."""
+    from langdetect import DetectorFactory, detect
+
+    DetectorFactory.seed = 0
+    return detect(text)
+
+
+def test_missing_model_file_is_a_clear_error(tmp_path):
+    langid.set_model_path(str(tmp_path / "nope.ftz"))
+    try:
+        try:
+            langid.identify(FR)
+        except langid.LanguageModelMissing as exc:
+            assert "nope.ftz" in str(exc) and "DRIFT_LID_MODEL" in str(exc)
+        else:
+            raise AssertionError("expected LanguageModelMissing")
+    finally:
+        langid.set_model_path(None)
+    assert langid.identify(FR).lang == "fr"
+
+
+# ---------------------------------------------------------------- the cross-check's speed-up
+def _stock_and_ours(text):
+    """langdetect's own Detector and ``crosscheck``'s, each given ``text`` (the same
+    profiles, in the same order, seed 0)."""
+    from langdetect.detector import Detector
+
+    from drift_eval.metrics import crosscheck
+
+    factory = crosscheck._factory()
+    stock, ours = Detector(factory), crosscheck._detector_class()(factory)
+    stock.append(text)
+    ours.append(text)
+    return stock, ours
+
+
+def _same_steps(text):
+    stock, ours = _stock_and_ours(text)
+    assert ours.text == stock.text
+    stock.cleaning_text()
+    ours.cleaning_text()
+    assert ours.text == stock.text
+    assert ours._extract_ngrams() == stock._extract_ngrams()
+    from langdetect.lang_detect_exception import LangDetectException
+
+    def verdict(detector):  # every language's probability, each the same float
+        try:
+            return [(x.lang, float(x.prob)) for x in detector.get_probabilities()]
+        except LangDetectException:
+            return "unknown"
+
+    stock, ours = _stock_and_ours(text)
+    assert verdict(ours) == verdict(stock)
+
+
+def test_the_cross_checks_faster_reading_gives_langdetects_own_steps_on_committed_answers():
+    import glob
+    import json
+    import os
+
+    root = os.path.join(REPO, "docs", "results")
+    texts = []
+    for path in sorted(glob.glob(os.path.join(root, "**", "samples_*single*.jsonl"), recursive=True)):
+        with open(path, encoding="utf-8") as fh:
+            texts += [json.loads(line)["resps"][0][0] for line in fh]
+    assert len(texts) > 1000
+    for text in texts[::10]:  # every language and model of the committed runs
+        _same_steps(text)
+
+
+def test_the_cross_checks_faster_reading_gives_langdetects_own_steps_on_generated_text():
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    pieces = st.sampled_from(["Le chat", "ÉCOLE", "NASA", "ＡＢ", "Привет мир", "你好世界", "こんにちは", "مرحبا",
+                              "नमस्ते", "Việt Nam", "ş ţ ș ț", "https://x.org/a?b=c", "a.b@c.de", " ", "  ", "\n",
+                              ",", "—", "…", "0123", "[]^_`", "\u0300", "\u1e00", "ǅ", "ß", "İ"])
+    text = st.one_of(st.text(max_size=300), st.lists(pieces, max_size=60).map("".join),
+                     st.lists(st.one_of(pieces, st.text(max_size=5)), max_size=40).map("".join))
+
+    @settings(max_examples=150, derandomize=True, database=None, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(text)
+    def check(t):
+        _same_steps(t)
+
+    check()
+
+
+def test_the_cross_check_leaves_langdetects_shared_factory_alone():
+    from langdetect import DetectorFactory
+
+    from drift_eval.metrics import crosscheck
+
+    before = DetectorFactory.seed
+    crosscheck.detect(FR)
+    assert DetectorFactory.seed == before
+
+
+@given(st.text(max_size=300))
+def test_script_counts_count_each_word_for_the_script_of_its_first_letter(text):
+    """``script_counts`` looks each word's first character up once (``text.script_of``): the
+    same counts as matching every word against the scripts in order."""
+    from drift_eval.metrics.text import SCRIPT_LETTERS, WORD_RE
+
+    expected = dict.fromkeys(SCRIPT_LETTERS, 0)
+    for word in WORD_RE.findall(text):
+        name = next((n for n, r in SCRIPT_LETTERS.items() if r.match(word)), None)
+        if name:
+            expected[name] += 1
+    assert langid.script_counts(text) == expected
+
+
+# ---------------------------------------------------------------------- the language-ID model
+@pytest.mark.parametrize("content, needle", [
+    (b"", "is empty"),
+    (b"\x00" * 938013, "is damaged (its checksum is not lid.176's)"),
+])
+def test_unusable_language_model_files_are_one_line(tmp_path, content, needle):
+    from drift_eval.metrics import langid
+
+    path = tmp_path / "lid.bin"
+    path.write_bytes(content)
+    with pytest.raises(langid.LanguageModelMissing, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        langid.check_model_file(str(path))
+
+
+def test_a_lid_176_ftz_of_another_size_is_damaged(tmp_path):
+    from drift_eval.metrics import langid
+
+    real = langid.default_model_path()
+    cut = tmp_path / "lid.176.ftz"
+    cut.write_bytes(open(real, "rb").read()[:400_000])
+    with pytest.raises(langid.LanguageModelMissing, match="is 400000 bytes, not lid.176.ftz's 938013"):
+        langid.check_model_file(str(cut))
+    assert langid.check_model_file(real) == real

@@ -1,0 +1,100 @@
+"""The repetition shares behind "degenerate" (docs/metrics.md, "Kept: written in the
+language"): stretches said before (numbers aside), short lines written again, one
+character or a short unit written over and over, and the repeated share counted over a
+text's pieces as one text."""
+from hypothesis import given
+from hypothesis import strategies as st
+
+from support.prose import FRENCH, numbered_list
+
+from drift_eval.metrics import langid
+
+
+def test_the_stretch_share_counts_runs_said_before_numbers_aside():
+    from drift_eval.metrics.text import loop_shares, repeated_shares, stretch_shares
+
+    words = "un deux trois quatre cinq six sept huit neuf dix"
+    assert stretch_shares([words]) == [0.0]  # said once: nothing repeats
+    assert stretch_shares([words, words]) == [0.0, 1.0]  # said again, in the next piece
+    assert stretch_shares([f"1. {words}", f"2. {words}"]) == [0.0, 1.0]  # renumbered: still said before
+    assert repeated_shares([f"1. {words}", f"2. {words}"])[1] < 1.0  # the 4-grams that hold a number do not repeat
+    swapped = words.replace("cinq", "zéro")
+    assert stretch_shares([words + " " + swapped]) == [0.0]  # a swap in the middle leaves no run of eight
+    assert stretch_shares([f"{words} onze douze", f"{words} treize"])[1] == 10 / 11  # "treize" is new
+    assert loop_shares([words, words])[1] == 1.0
+
+
+def test_the_line_share_counts_short_lines_written_again():
+    """Rule 2.2: a list item, a table row or a heading written again is said before however
+    short it is (three words have no 8-word run and few 4-grams), renumbered or not."""
+    from drift_eval.metrics.text import line_shares, loop_shares, repeated_shares, stretch_shares
+
+    days = ["Montag", "Dienstag", "Mittwoch", "Donnerstag", "Freitag", "Samstag"]
+    answer = "Hier ist Ihre Liste:\n\n" + "\n".join(f"{k}. **{day}**:\n   - Kaffee mit Milch" for k, day in enumerate(days, 1))
+    share = line_shares([answer])[0]
+    assert share == 15 / (4 + 6 + 18)  # five of the six items are said before; the intro and the days are new
+    assert stretch_shares([answer]) == [0.0] and repeated_shares([answer]) == [0.0]  # each day breaks the runs
+    assert loop_shares([answer]) == [share]
+    assert line_shares(["1. Äpfel kaufen\n2. Brot backen", "3. Äpfel kaufen"]) == [0.0, 1.0]  # renumbered, next piece
+    assert line_shares(["| a | 1 |\n|---|---|\n| a | 2 |"]) == [0.5]  # the rule line has no words; numbers aside
+    real = numbered_list([p.split(". ")[0] + "." for p in FRENCH[:8]])
+    assert line_shares([real]) == [0.0]
+
+
+@given(st.text(max_size=200))
+def test_folding_a_text_keeps_its_lines(piece):
+    """``line_shares`` folds each piece once and cuts the folded text into lines: the same
+    lines as folding each line of it on its own."""
+    from drift_eval.metrics.text import fold
+
+    assert fold(piece).split("\n") == [fold(line) for line in piece.split("\n")]
+
+
+def test_the_run_share_counts_one_character_written_over_and_over():
+    """Rule 2.2: a run of one character (eight or more, spaces aside) is a loop of
+    characters; table rules and separators are markup, not a loop."""
+    from drift_eval.metrics.text import loop_shares, run_shares
+
+    stuck = "Сравните их структуру и темы" + "т" * 60
+    assert run_shares([stuck]) == [60 / (60 + 24)]
+    assert run_shares(["你可以拼凑一封钱" + "－" * 40]) == [40 / 48]
+    assert run_shares(["| a | b |\n|--------|--------|\n| 1 | 2 |", "Mais...... non"]) == [0.0, 0.0]
+    assert run_shares(["ttttttt ok"]) == [0.0]  # seven in a row is not a run
+    (label,) = langid.label_segments([stuck], "ru")
+    assert label.status == langid.DEGENERATE and label.reason == "loop" and loop_shares([stuck])[0] > 0.45
+
+
+def test_the_run_share_counts_a_short_unit_written_over_and_over():
+    """Rule 2.3: a unit of two to four characters, a letter among them, written four or more
+    times in a row is a loop of characters ("sunucusunuzunuzunuz..."); a table's cells that
+    repeat one value ("|无|无|无|无") are markup around a word, and reduplication ("anak-anak",
+    "どんどん", "hahaha") is too short to be a run."""
+    from drift_eval.metrics.text import run_shares
+
+    stuck = "Web adreslerinizi bir web sunucusuna aktarmak ve bu sunucusunuz" + "unuz" * 20
+    (share,) = run_shares([stuck])
+    assert share > 0.45
+    (label,) = langid.label_segments([stuck], "tr")
+    assert label.status == langid.DEGENERATE and label.reason == "loop"
+    assert run_shares(["| 选项 | 无 | 无 | 无 | 无 | 无 |", "Anak-anak bermain di taman bersama orang-orang tua mereka.",
+                       "雨がどんどん降ってきました。", "hahaha, das ist lustig", "0-1 | 0-1 | 0-1 | 0-1 | 0-1"]) == [0.0] * 5
+
+
+@given(st.lists(st.lists(st.sampled_from(["a", "b", "c"]), max_size=12), max_size=6), st.integers(2, 5))
+def test_the_repeated_share_is_counted_over_the_pieces_as_one_text(all_words, n):
+    """``_repeated`` (rule 2.3 counts it in one pass) gives each piece the share of its
+    n-grams, those that start in it and run on into the next pieces, said before in the text."""
+    from drift_eval.metrics.text import _repeated, ngrams
+
+    flat = [w for ws in all_words for w in ws]
+    seen, start, expected = set(), 0, []
+    grams = ngrams(flat, n)
+    for ws in all_words:
+        mine = grams[start : start + len(ws)]
+        start += len(ws)
+        repeats = 0
+        for g in mine:
+            repeats += g in seen
+            seen.add(g)
+        expected.append(repeats / len(mine) if mine else 0.0)
+    assert _repeated(all_words, n) == expected

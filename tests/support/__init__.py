@@ -1,0 +1,1 @@
+"""What the tests share, by what it provides (imported as ``support.<module>``)."""
