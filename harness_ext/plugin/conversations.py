@@ -102,7 +102,8 @@ def _turns(drift_lm, specs, gen_kwargs, store, target, progress):
         if batch:
             if store is not None:
                 store.expect([(r.args[0], i) for r, i in zip(batch, owners)])
-            for i, reply in zip(owners, drift_lm.generate_drift(batch, target, disable_tqdm=True)):
+            # every turn is rendered with the chat template, whatever the run's --apply_chat_template
+            for i, reply in zip(owners, drift_lm.generate_drift(batch, target, disable_tqdm=True, chat=True)):
                 if store is not None and store.reused.pop(i, None) is False:
                     re_encoded.append((i, len(histories[i])))
                 histories[i].append({"role": "assistant", "content": reply})

@@ -220,14 +220,16 @@ class DriftLM:
                 log.info(line)
         return answers
 
-    def generate_drift(self, requests, target=None, *args, **kwargs):
+    def generate_drift(self, requests, target=None, *args, chat: bool | None = None, **kwargs):
         """Drift requests through ``target`` (the wrapped model by default): the forced
         length under the backend's kwarg, the instruction checked in every prompt, the
-        answers with their metadata."""
+        answers with their metadata. ``chat``: whether the prompts were rendered with the
+        chat template (a conversation's turns always are), else the run's
+        ``--apply_chat_template``."""
         target = self.lm if target is None else target
         if self._reasons_first(target, args):
-            return self._reasoned(requests, target, **kwargs)
-        sent, plan = self._prepared(requests)
+            return self._reasoned(requests, target, chat=chat, **kwargs)
+        sent, plan = self._prepared(requests, chat=chat)
         return self._answers(self._generate(target, sent, *args, **kwargs), plan)
 
     def _own(self, target) -> bool:
@@ -256,7 +258,7 @@ class DriftLM:
         return (self.backend.model in ("hf", "vllm") and self._own(target)
                 and backends.EngineOutputs.observes(self.model))
 
-    def _reasoned(self, requests, target, **kwargs) -> list:
+    def _reasoned(self, requests, target, chat: bool | None = None, **kwargs) -> list:
         """A reasoning model's answers, the forced ones in two requests (docs/backends.md,
         "Reasoning models"): the first, unforced, lets the model reason, and keeps what
         lm-eval leaves out of its answer, through the last end marker
@@ -269,14 +271,14 @@ class DriftLM:
         out = [None] * len(requests)
         rest = [i for i, r in enumerate(requests) if not _asks_length(r.args[1])]
         if rest:
-            sent, plan = self._prepared([requests[i] for i in rest])
+            sent, plan = self._prepared([requests[i] for i in rest], chat=chat)
             for i, a in zip(rest, self._answers(self._generate(target, sent, **kwargs), plan)):
                 out[i] = a
         if not forced:
             return out
         first = [_with_args(requests[i], (requests[i].args[0], _unforced(requests[i].args[1]), *requests[i].args[2:]))
                  for i in forced]
-        sent, _ = self._prepared(first)
+        sent, _ = self._prepared(first, chat=chat)
         thought = []
         for r, a in zip(sent, self._generate(target, sent, first_of_two=True, **kwargs)):
             m = {k: v for k, v in meta_of(a).items() if k in ("trace", "trace_tokens", "trace_raw")}
@@ -294,24 +296,25 @@ class DriftLM:
                                       int(gen[backends.FORCE_KWARG]))
             second.append(_with_args(r, (r.args[0] + (m.get("trace_raw") or ""), gen, *r.args[2:])))
         marker = reasoning.reasoning_marker(self.model)
-        sent, plan = self._prepared(second, also_held=marker if len(marker) == 1 else ())
+        sent, plan = self._prepared(second, also_held=marker if len(marker) == 1 else (), chat=chat)
         answers = self._answers(self._generate(target, sent, **kwargs), plan)
         for i, a, m in zip(forced, answers, thought):
             out[i] = a if a is None or not m else Answer(str(a), **{**meta_of(a), **m})
         return out
 
-    def _prepared(self, requests, also_held=()) -> tuple[list, list]:
+    def _prepared(self, requests, also_held=(), chat: bool | None = None) -> tuple[list, list]:
         """(the requests as the backend takes them, (forced length asked, instruction
         placement) per request); ``also_held``: token ids a forced length holds back with
-        the model's end-of-turn tokens."""
+        the model's end-of-turn tokens; ``chat``: as for ``generate_drift``."""
+        chat = self.chat if chat is None else chat
         sent, plan = [], []
         for r in requests:
             context, gen = r.args[0], r.args[1]
             instruction = _instruction(r)
             where = None
             if instruction is not None:
-                where = backends.placement(context, instruction, self.chat,
-                                           self.render.system_role if self.render and self.chat else True)
+                where = backends.placement(context, instruction, chat,
+                                           self.render.system_role if self.render and chat else True)
                 if where is None:
                     raise DriftUsageError(
                         f"{getattr(r, 'task_name', None) or 'a drift task'}: the prompt for the model lacks the task's "

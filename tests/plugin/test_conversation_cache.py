@@ -246,6 +246,18 @@ def _stock_run(model, mode, batch_size, requests=None):
     return histories, stores[0] if stores else None
 
 
+@pytest.mark.parametrize("chat", [False, True])
+def test_a_conversations_turns_are_placed_as_chat_turns_whatever_the_runs_flag(stock, chat):
+    """Every turn is rendered with the chat template, so its instruction sits in a chat turn
+    (the system message here), also in a run without ``--apply_chat_template``."""
+    from drift_eval.plugin.answers import meta_of
+
+    histories = run_conversations(DriftLM(stock["llama"], set(), chat=chat), _requests())
+    placed = [meta_of(m["content"]).get("instruction_placement") for h in histories for m in h
+              if m["role"] == "assistant"]
+    assert placed and set(placed) == {"system"}, placed
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("batch_size", [1, 4])
 def test_stock_hf_carried_conversations_answer_as_re_encoded_ones(stock, family, batch_size):
