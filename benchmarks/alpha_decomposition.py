@@ -104,7 +104,7 @@ def main():
         for s in todo:
             t0 = time.time()
             curves = alpha.scene_offsets(model, tok, s["base"], {a: s[a] for a in axes}, cont_ids, windows,
-                                         None, args.batch_size, decompose=True)
+                                         alpha.Settings(batch_size=args.batch_size, decompose=True))
             run["scenes"][s["id"]] = curves
             run["seconds"][s["id"]] = round(time.time() - t0, 1)
             run["summary"] = summarise(run, centres, args.bootstrap_iters)

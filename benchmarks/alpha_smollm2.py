@@ -75,7 +75,8 @@ def main():
         for label in plan[name]:
             state.config = CompensationConfig.from_label(label)  # α biases the whole prompt
             t0 = time.time()
-            res = alpha.measure(model, tok, scenes, conts, length, state, args.batch_size, max_octaves=args.octaves)
+            res = alpha.measure(model, tok, scenes, conts, length,
+                                alpha.Settings(state, args.batch_size, max_octaves=args.octaves))
             nll = alpha.continuation_nll(model, tok, [s["base"] for s in scenes], cont_ids, state, 4)
             total = float(np.sum(nll))
             if label == "none":

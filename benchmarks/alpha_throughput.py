@@ -72,7 +72,8 @@ def throughput(args):
         bare(logits_to_keep=1)
 
     def measured():
-        alpha.scene_offsets(model, tok, scene["base"], variants, cont_ids, windows, None, args.batch_size)
+        alpha.scene_offsets(model, tok, scene["base"], variants, cont_ids, windows,
+                            alpha.Settings(batch_size=args.batch_size))
 
     bare()  # warm-up
     def report(r, got):
@@ -98,7 +99,7 @@ def peak_memory_child(args):
     torch.set_num_threads(args.threads)
     model, tok, scene, cont_ids, windows = _setup(args.length, args.conts)
     grew = peak_growth(lambda: alpha.scene_offsets(model, tok, scene["base"], {"detail": scene["detail"]}, cont_ids,
-                                                   windows, None, args.batch_size))
+                                                   windows, alpha.Settings(batch_size=args.batch_size)))
     print(json.dumps({"continuations": args.conts, **grew}))
 
 

@@ -64,9 +64,9 @@ def run(args) -> int:
 
     rows = sum(len(continuations) * len(s) for s in scenes)  # base + variants, per continuation
     with tqdm(total=rows, desc="rows", unit="row", file=sys.stderr) as bar:
-        res = alpha.measure(model, tok, scenes, continuations, length, state, args.batch_size,
-                            max_octaves=args.octaves, bootstrap_iters=args.bootstrap_iters, progress=bar.update,
-                            decompose=args.decompose)
+        res = alpha.measure(model, tok, scenes, continuations, length, alpha.Settings(
+            state, args.batch_size, max_octaves=args.octaves, bootstrap_iters=args.bootstrap_iters,
+            decompose=args.decompose, progress=bar.update))
     res["random_init"] = bool(args.random_init)
     if args.json:
         print(inert.json_text(res, indent=2))

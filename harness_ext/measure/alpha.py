@@ -21,6 +21,8 @@ states, read through ``capture(attention_values=...)``). The algebra is in
 """
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -227,10 +229,28 @@ class SceneSums:
         return {"names": list(_Parts.NAMES), "signal": grid}
 
 
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """How an α measurement runs: the compensation ``state`` (None: none), the rows of one
+    forward pass (``batch_size``), the octave windows (``width``, ``first_centre``, at most
+    ``max_octaves``), the bootstrap resamples over scenes, whether the direct / relay
+    decomposition is measured too (``decompose``), and ``progress`` (called with the rows
+    each forward pass did)."""
+    state: object = None
+    batch_size: int = 8
+    width: int = 16
+    first_centre: int = 16
+    max_octaves: int = 7
+    bootstrap_iters: int = 1000
+    decompose: bool = False
+    progress: object = None
+
+
 def scene_offsets(model, tokenizer, base: str, variants: dict[str, str], cont_ids: list[list[int]],
-                  windows, state=None, batch_size: int = 8, progress=None, decompose: bool = False) -> dict:
+                  windows, run: Settings = Settings()) -> dict:
     """Per axis, the window signal and noise curves (layers x windows) of one scene; with
-    ``decompose``, also the cross signals of the decomposition terms (``parts``)."""
+    ``run.decompose``, also the cross signals of the decomposition terms (``parts``)."""
+    state, batch_size, progress, decompose = run.state, run.batch_size, run.progress, run.decompose
     if len(cont_ids) < 2:
         raise DriftUsageError("the α metric needs at least two continuations")
     if decompose:
@@ -305,12 +325,13 @@ def scene_offsets(model, tokenizer, base: str, variants: dict[str, str], cont_id
 
 
 def measure(model, tokenizer, scenes: list[dict], continuations: list[str], length: int | None = None,
-            state=None, batch_size: int = 8, width: int = 16, first_centre: int = 16, max_octaves: int = 7,
-            bootstrap_iters: int = 1000, progress=None, decompose: bool = False) -> dict:
+            run: Settings = Settings()) -> dict:
     """α and β per layer and axis for ``scenes`` (dicts: ``base`` and its variants by axis
     name, measured in that order; a variant without text is left out) over shared
     ``continuations``; see ``drift_eval.metrics.alpha.summarise``. With
-    ``decompose`` each axis also gets ``decomposition`` (``metrics.alpha.decomposition``)."""
+    ``run.decompose`` each axis also gets ``decomposition`` (``metrics.alpha.decomposition``)."""
+    state, width, first_centre, max_octaves = run.state, run.width, run.first_centre, run.max_octaves
+    bootstrap_iters, decompose = run.bootstrap_iters, run.decompose
     if decompose:
         require_eager(model, "the direct/relay decomposition")
     cont_ids, T = continuation_ids(tokenizer, continuations, length)
@@ -321,8 +342,7 @@ def measure(model, tokenizer, scenes: list[dict], continuations: list[str], leng
     per_axis: dict[str, list] = {}
     for scene in scenes:
         variants = {axis: text for axis, text in scene.items() if axis != "base" and text}
-        curves = scene_offsets(model, tokenizer, scene["base"], variants, cont_ids, windows, state,
-                               batch_size, progress, decompose)
+        curves = scene_offsets(model, tokenizer, scene["base"], variants, cont_ids, windows, run)
         for axis, c in curves.items():
             per_axis.setdefault(axis, []).append(c)
     centres = [w.centre for w in windows]

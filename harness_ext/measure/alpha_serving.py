@@ -8,7 +8,7 @@ import json
 
 from drift_eval.anatomy import require_eager
 from drift_eval.errors import DriftUsageError
-from drift_eval.measure.alpha import continuation_nll, scene_offsets
+from drift_eval.measure.alpha import Settings, continuation_nll, scene_offsets
 from drift_eval.measure.continuations import continuation_ids
 from drift_eval.metrics import alpha as am
 
@@ -57,8 +57,8 @@ def serve_offsets(lm, requests, disable_tqdm: bool = False) -> list[str]:
             variants = {specs[i]["axis"]: specs[i]["variant"] for i in idx}
             if len(variants) != len(idx):
                 raise DriftUsageError("two requests of one scene ask for the same axis")
-            curves = scene_offsets(model, tok, base, variants, cont_ids, windows, state,
-                                   batch_size_of(lm), progress=bar.update, decompose=decompose)
+            curves = scene_offsets(model, tok, base, variants, cont_ids, windows,
+                                   Settings(state, batch_size_of(lm), progress=bar.update, decompose=decompose))
             for i in idx:
                 s = specs[i]
                 out[i] = json.dumps({"scene": s.get("scene"), "axis": s["axis"], "length": T,

@@ -87,7 +87,7 @@ def test_a_block_of_another_structure_stops_the_decomposition_with_one_line():
                                                   r"parts differ from the attention output by [0-9.e-]+, where "
                                                   r"float32 rounding allows"):
             alpha.scene_offsets(model, TOK, SCENE["base"], {"detail": SCENE["detail"]}, cont_ids,
-                                am.octave_windows(T), decompose=True)
+                                am.octave_windows(T), alpha.Settings(decompose=True))
     finally:
         handle.remove()
     assert model.config._attn_implementation == "eager"  # capture switched it back after the stop
@@ -104,8 +104,9 @@ def test_streamed_cross_signals_add_up_to_the_measured_signal():
     cont_ids, T = continuations.continuation_ids(TOK, CONTS, 71)
     windows = am.octave_windows(T)
     variants = {"detail": SCENE["detail"], "translation": SCENE["translation"]}
-    got = alpha.scene_offsets(model, TOK, SCENE["base"], variants, cont_ids, windows, batch_size=4, decompose=True)
-    plain = alpha.scene_offsets(model, TOK, SCENE["base"], variants, cont_ids, windows, batch_size=4)
+    got = alpha.scene_offsets(model, TOK, SCENE["base"], variants, cont_ids, windows,
+                              alpha.Settings(batch_size=4, decompose=True))
+    plain = alpha.scene_offsets(model, TOK, SCENE["base"], variants, cont_ids, windows, alpha.Settings(batch_size=4))
     for axis in variants:
         assert got[axis]["signal"] == plain[axis]["signal"]  # α itself is unchanged
         parts = np.array(got[axis]["parts"]["signal"])  # (4, 4, layers, windows)
@@ -156,7 +157,7 @@ def test_the_decomposition_needs_eager_attention():
     cont_ids, T = continuations.continuation_ids(TOK, CONTS, 71)
     with pytest.raises(DriftUsageError, match="needs eager attention.*attention=eager") as e:
         alpha.scene_offsets(model, TOK, SCENE["base"], {"detail": SCENE["detail"]}, cont_ids,
-                            am.octave_windows(T), decompose=True)
+                            am.octave_windows(T), alpha.Settings(decompose=True))
     assert "\n" not in str(e.value)
     with pytest.raises(DriftUsageError, match="needs eager attention"):
         with capture(model, attention_values=lambda i, v, w: None):

@@ -63,7 +63,7 @@ def test_streamed_offsets_match_the_slow_reference(family, batch_size):
     windows = am.octave_windows(T)
     assert [w.centre for w in windows] == [15.5, 31.5, 63.5]
     got = alpha.scene_offsets(model, TOK, SCENE["base"], {"detail": SCENE["detail"], "translation": SCENE["translation"]},
-                              cont_ids, windows, batch_size=batch_size)
+                              cont_ids, windows, alpha.Settings(batch_size=batch_size))
     for axis in ("detail", "translation"):
         S, N = _reference(model, SCENE["base"], SCENE[axis], cont_ids, windows)
         assert np.allclose(got[axis]["signal"], S, rtol=1e-4, atol=1e-9)
@@ -76,11 +76,13 @@ def test_offsets_follow_the_active_compensation():
     state = comp.install(model, CompensationConfig("log", 1.0, "prompt"))
     cont_ids, T = continuations.continuation_ids(TOK, CONTS, 71)
     windows = am.octave_windows(T)
-    got = alpha.scene_offsets(model, TOK, SCENE["base"], {"detail": SCENE["detail"]}, cont_ids, windows, state, 3)
+    got = alpha.scene_offsets(model, TOK, SCENE["base"], {"detail": SCENE["detail"]}, cont_ids, windows,
+                              alpha.Settings(state, 3))
     S, _ = _reference(model, SCENE["base"], SCENE["detail"], cont_ids, windows, state)
     assert np.allclose(got["detail"]["signal"], S, rtol=1e-4)
     state.config = CompensationConfig("none")
-    plain = alpha.scene_offsets(model, TOK, SCENE["base"], {"detail": SCENE["detail"]}, cont_ids, windows, state, 3)
+    plain = alpha.scene_offsets(model, TOK, SCENE["base"], {"detail": SCENE["detail"]}, cont_ids, windows,
+                                alpha.Settings(state, 3))
     assert not np.allclose(plain["detail"]["signal"], got["detail"]["signal"], rtol=1e-3)
 
 
@@ -157,7 +159,7 @@ def test_perplexity_requests_score_each_continuation_once_per_setting(monkeypatc
 def test_measure_pools_scenes_and_fits_every_layer():
     model = tiny_model("llama", layers=2)
     scenes = [SCENE, {"base": "Two cats slept on a warm roof.", "detail": "Two dogs slept on a warm roof."}]
-    res = alpha.measure(model, TOK, scenes, CONTS, 71, batch_size=6, bootstrap_iters=50)
+    res = alpha.measure(model, TOK, scenes, CONTS, 71, alpha.Settings(batch_size=6, bootstrap_iters=50))
     assert res["length"] == 71 and [w[2] for w in res["windows"]] == [15.5, 31.5, 63.5]
     assert res["axes"]["detail"]["scenes"] == 2 and res["axes"]["translation"]["scenes"] == 1
     assert len(res["axes"]["detail"]["alpha"]) == 2
