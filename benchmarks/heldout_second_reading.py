@@ -21,7 +21,7 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import heldout_draw as H  # noqa: E402
+import heldout_sets as H  # noqa: E402
 
 SEED = 4343
 PATH = os.path.join(H.TUNING_SETS, "second_reading.json")
@@ -101,7 +101,7 @@ def score(tuning: dict | None = None) -> dict:
     """Per language: the items read twice, the disagreements, the second reader scored against
     the first as the rule is scored (on the whole set, taking the first reading's label for
     the items read once), and the rule against the labels both readers give. ``tuning``:
-    ``heldout_draw.score(tuning="2.0")`` of every language, where it is at hand (the rule's
+    ``heldout_sets.score(tuning="2.0")`` of every language, where it is at hand (the rule's
     calls follow from its ``wrong`` items)."""
     from drift_eval.metrics.languages import TARGETS
 

@@ -20,6 +20,7 @@ from drift_eval.metrics.languages import TARGETS
 
 sys.path.insert(0, str(BENCHMARKS))
 import heldout_draw  # noqa: E402
+import heldout_sets  # noqa: E402
 
 # rule 2.3's recall and precision of "not kept" under the bar on these languages' held-out sets
 RECALL_UNDER_BAR: set = set()
@@ -34,11 +35,11 @@ def _expected_failure(langs: set, reason: str) -> list:
 @pytest.fixture(scope="module")
 def results():
     answers: dict = {}
-    return {lang: heldout_draw.score(lang, answers) for lang in TARGETS}
+    return {lang: heldout_sets.score(lang, answers) for lang in TARGETS}
 
 
 def test_the_sets_were_drawn_for_the_rule_in_use():
-    _, manifest = heldout_draw.read_set(TARGETS[0])
+    _, manifest = heldout_sets.read_set(TARGETS[0])
     assert (manifest["rule_version"], manifest["rule_fingerprint"]) == (langid.RULE_VERSION, langid.rule_fingerprint()), (
         "the segment rule changed since the held-out sets were drawn: a changed rule needs a fresh draw "
         "(python benchmarks/heldout_draw.py draw) and new labels")
@@ -51,7 +52,7 @@ def test_every_set_is_what_the_seeded_script_draws():
     drawn from other answers, fails here)."""
     all_units = {lang: heldout_draw.units(lang) for lang in TARGETS}
     for lang in TARGETS:
-        items, manifest = heldout_draw.read_set(lang)
+        items, manifest = heldout_sets.read_set(lang)
         texts, strata = heldout_draw.redraw(lang, all_units)
         assert texts == [i["text"] for i in items], lang
         assert strata == manifest["languages"][lang]["items"], lang
@@ -59,24 +60,24 @@ def test_every_set_is_what_the_seeded_script_draws():
 
 def test_each_label_follows_from_its_readings():
     """Every item was read twice, blind; where the two readings differ, a third decides."""
-    assert heldout_draw.labels_not_from_readings() == []
+    assert heldout_sets.labels_not_from_readings() == []
 
 
 def test_a_label_is_the_two_readings_or_the_third_where_they_differ():
-    assert heldout_draw.adjudicated(["kept", "kept"]) == "kept"
-    assert heldout_draw.adjudicated(["kept", "degenerate"]) is None  # the third is still to read
-    assert heldout_draw.adjudicated(["kept", "degenerate", "degenerate"]) == "degenerate"
-    assert heldout_draw.adjudicated(["left", "degenerate", "kept"]) == "kept"
-    assert heldout_draw.adjudicated(["left"]) is None
+    assert heldout_sets.adjudicated(["kept", "kept"]) == "kept"
+    assert heldout_sets.adjudicated(["kept", "degenerate"]) is None  # the third is still to read
+    assert heldout_sets.adjudicated(["kept", "degenerate", "degenerate"]) == "degenerate"
+    assert heldout_sets.adjudicated(["left", "degenerate", "kept"]) == "kept"
+    assert heldout_sets.adjudicated(["left"]) is None
 
 
 @pytest.mark.parametrize("lang", TARGETS)
 def test_each_set_is_labelled_large_enough_from_both_models(lang, results):
-    items, manifest = heldout_draw.read_set(lang)
-    assert all(i["label"] in heldout_draw.LABELS for i in items), "every item is labelled by reading"
+    items, manifest = heldout_sets.read_set(lang)
+    assert all(i["label"] in heldout_sets.LABELS for i in items), "every item is labelled by reading"
     assert sorted(i["id"] for i in items) == sorted(manifest["languages"][lang]["items"])
     result = results[lang]
-    for label, least in heldout_draw.MIN_COUNTS.items():
+    for label, least in heldout_sets.MIN_COUNTS.items():
         assert result["labels"][label] >= least, (lang, label, result["labels"])
     real = [i["source"] for i in items if i["unit"] in ("segment", "reply")]
     assert {s.split("_")[0] for s in real} == {"smollm2", "qwen"}, "both bundled models' answers"
@@ -90,14 +91,14 @@ def test_at_least_half_of_each_set_is_real_model_answers(lang, results):
 
 @pytest.mark.parametrize("lang", _expected_failure(PRECISION_UNDER_BAR, "rule 2.3 calls some kept pieces not kept"))
 def test_what_the_rule_calls_not_kept_is_not_kept(lang, results):
-    assert results[lang]["precision_lower"] >= heldout_draw.BOUND, (lang, results[lang])
+    assert results[lang]["precision_lower"] >= heldout_sets.BOUND, (lang, results[lang])
 
 
 @pytest.mark.parametrize("lang", _expected_failure(RECALL_UNDER_BAR, "rule 2.3 keeps pieces readers call not kept"))
 def test_what_readers_call_not_kept_the_rule_does_not_keep(lang, results):
-    assert results[lang]["recall_lower"] >= heldout_draw.BOUND, (lang, results[lang])
+    assert results[lang]["recall_lower"] >= heldout_sets.BOUND, (lang, results[lang])
 
 
 def test_docs_give_each_languages_figures_as_scored(results):
-    assert heldout_draw.documented() == heldout_draw.table(results), (
+    assert heldout_sets.documented() == heldout_sets.table(results), (
         "docs/metrics.md's held-out table differs from the sets: run python benchmarks/heldout_draw.py score")
