@@ -63,19 +63,17 @@ import argparse
 import glob
 import json
 import os
-import re
 import shutil
 import sys
 
 from drift_eval.plugin import answer_cache
-from drift_eval.resultfiles.names import converted_gguf
-from drift_eval.decide.results import load_output
 from drift_eval.resultfiles.manifest import read_manifest
-from drift_eval.resultfiles.runfile import read_run_file, results_files
 from drift_eval.errors import DriftUsageError
-from drift_eval.files import atomic_open, read_jsonl, read_text, write_text_atomic
+from drift_eval.files import atomic_open, read_jsonl, write_text_atomic
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paired_tables import pair, table  # beside this script
+from portable_names import relabel
+
 
 TURN_EXCERPT = 600  # characters of each teacher-forced continuation kept
 
@@ -129,174 +127,6 @@ def publish(src: str, dest: str) -> None:
                 shutil.copyfileobj(src_fh, fh)
         print(target)
     relabel([dest])
-
-
-# ------------------------------------------------------------------------ portable names
-MODEL_KEYS = ("pretrained", "model", "model_name", "tokenizer", "peft", "delta")  # values naming a model folder
-_WINDOWS = re.compile(r"^[A-Za-z]:[\\/]")
-
-
-def _machine_path(text: str) -> bool:
-    return os.path.isabs(text) or bool(_WINDOWS.match(text)) or text.startswith("~")
-
-
-def gguf_keys(files=()) -> dict:
-    """GGUF file name (without ``.gguf``) -> content key, for the bundled SmolLM2 (when
-    installed) and each of ``files``."""
-    from drift_eval.plugin.local_models import gguf_content_key, smollm2_gguf
-
-    paths = list(files)
-    try:
-        paths.insert(0, os.path.join(*smollm2_gguf()))
-    except DriftUsageError:
-        pass
-    return {os.path.splitext(os.path.basename(p))[0]: gguf_content_key(p) for p in paths}
-
-
-def _repo_file(parts: list) -> str | None:
-    """The path in this repository of the file that ``parts`` (a path elsewhere) names: the
-    longest tail, two parts or more, that starts with a top-level folder of the repository
-    and names a file there."""
-    for i in range(1, len(parts) - 1):
-        tail = parts[i:]
-        if os.path.isdir(os.path.join(REPO, tail[0])) and not tail[0].startswith(".") \
-                and os.path.isfile(os.path.join(REPO, *tail)):
-            return "/".join(tail)
-    return None
-
-
-def portable(text: str, key: str, keys: dict) -> str:
-    """``text`` (the value of ``key``) in its portable form; unchanged when it is not a path
-    on a machine. A path without a portable form is a ``DriftUsageError``."""
-    if not isinstance(text, str) or not _machine_path(text):
-        return text
-    parts = [p for p in re.split(r"[\\/]", os.path.expanduser(text)) if p and p != "~"]
-    converted = converted_gguf(text if not text.startswith("~") else os.path.expanduser(text))
-    if converted:
-        name, key_found = converted
-        return f"$DRIFT_CACHE_DIR/gguf/{name}-{keys.get(name, key_found)}"
-    in_repo = _repo_file(parts)
-    if in_repo:
-        return in_repo
-    site = [i for i, part in enumerate(parts) if part in ("site-packages", "dist-packages")]
-    if site and site[-1] < len(parts) - 1:
-        return "$SITE_PACKAGES/" + "/".join(parts[site[-1] + 1:])
-    if key in MODEL_KEYS and parts:
-        return f"$MODELS/{parts[-1]}"
-    raise DriftUsageError(f"'{key}' is {text}, a path on the machine that wrote it, with no portable form "
-                          f"(docs/results/README.md, \"Names and paths\"): remove it or give it one by hand")
-
-
-def _portable_tree(obj, keys: dict, key: str = ""):
-    """``obj`` with every string value in its portable form (``model_args`` written as
-    ``k=v,...`` too, and lm-eval's ``model_name_sanitized`` following its ``model_name``)."""
-    from lm_eval.utils import sanitize_model_name
-
-    if isinstance(obj, dict):
-        out = {k: _portable_tree(v, keys, k) for k, v in obj.items()}
-        name, sanitized = obj.get("model_name"), obj.get("model_name_sanitized")
-        if isinstance(name, str) and isinstance(sanitized, str) and sanitized == sanitize_model_name(name):
-            out["model_name_sanitized"] = sanitize_model_name(out["model_name"])
-        return out
-    if isinstance(obj, list):
-        return [_portable_tree(v, keys, key) for v in obj]
-    if isinstance(obj, str) and key == "model_args" and "=" in obj:
-        pairs = [kv.split("=", 1) if "=" in kv else [kv] for kv in obj.split(",")]
-        return ",".join("=".join([p[0], portable(p[1], p[0], keys)]) if len(p) == 2 else p[0] for p in pairs)
-    return portable(obj, key, keys)
-
-
-def _changed_strings(old, new, found: dict) -> dict:
-    if isinstance(old, dict):
-        for k in old:
-            _changed_strings(old[k], new[k], found)
-    elif isinstance(old, list):
-        for a, b in zip(old, new):
-            _changed_strings(a, b, found)
-    elif isinstance(old, str) and old != new:
-        if found.setdefault(old, new) != new:
-            raise DriftUsageError(f"'{old}' would need two portable forms ({found[old]}, {new}): relabel it by hand")
-    return found
-
-
-def _relabel_text(text: str, path: str, keys: dict) -> tuple[str, int]:
-    """(``text`` with its path values in their portable form, how many values changed). Only
-    the changed JSON strings are replaced, each where it stands; the result is checked to
-    parse as the relabelled document."""
-    jsonl = path.endswith(".jsonl")
-    try:
-        docs = [json.loads(line) for line in text.splitlines() if line.strip()] if jsonl else [json.loads(text)]
-    except ValueError as exc:
-        raise DriftUsageError(f"{path} is not valid JSON{' lines' if jsonl else ''} ({exc}): it is not relabelled")
-    try:
-        wanted = [_portable_tree(d, keys) for d in docs]
-    except DriftUsageError as exc:
-        raise DriftUsageError(f"{path}: {exc.message}") from None
-    found: dict = {}
-    for d, w in zip(docs, wanted):
-        _changed_strings(d, w, found)
-    count = 0
-    for old, new in found.items():
-        for ascii_only in (False, True):
-            token = json.dumps(old, ensure_ascii=ascii_only)
-            count += text.count(token)
-            text = text.replace(token, json.dumps(new, ensure_ascii=ascii_only))
-    again = [json.loads(line) for line in text.splitlines() if line.strip()] if jsonl else [json.loads(text)]
-    if again != wanted:
-        raise DriftUsageError(f"{path}: a relabelled path also stands where it must not change: relabel it by hand")
-    return text, count
-
-
-def relabel(paths, gguf_files=()) -> list:
-    """Relabel every JSON and JSON-lines file under ``paths`` (files or folders) in place,
-    then rename model folders to the readable name; returns the lines it printed. Every
-    file is read and checked before any is written."""
-    from drift_eval.plugin.sweep_folder import model_folder
-
-    keys = gguf_keys(gguf_files)
-    files = []
-    for p in paths:
-        if os.path.isfile(p):
-            files.append(p)
-            continue
-        if not os.path.isdir(p):
-            raise DriftUsageError(f"{p} is not a file or a folder")
-        files += sorted(f for f in glob.glob(os.path.join(glob.escape(p), "**", "*.json*"), recursive=True)
-                        if f.endswith((".json", ".jsonl")) and "/cache/" not in f.replace(os.sep, "/"))
-    planned = []
-    for f in files:
-        text = read_text(f, "JSON file")
-        new, count = _relabel_text(text, f, keys)
-        if new != text:
-            planned.append((f, new, count))
-    lines = []
-    for f, new, count in planned:  # every file checked: now write
-        write_text_atomic(f, new)
-        lines.append(f"{f}: {count} path value(s) relabelled")
-    for p in paths:
-        if not os.path.isdir(p):
-            continue
-        renames = {}
-        for res in results_files(p):
-            folder = os.path.dirname(res)
-            if os.path.abspath(folder) == os.path.abspath(p):
-                continue
-            rf = read_run_file(res)
-            renames.setdefault(folder, set()).add(model_folder(rf.model_args, rf.raw))
-        for folder, names in sorted(renames.items()):
-            if len(names) > 1:
-                raise DriftUsageError(f"{folder} holds results of several models ({', '.join(sorted(names))}): "
-                                      f"give each its own folder")
-            target = os.path.join(os.path.dirname(folder), names.pop())
-            if target == folder:
-                continue
-            if os.path.exists(target):
-                raise DriftUsageError(f"cannot rename {folder} to {target}: it exists; merge the two by hand")
-            os.rename(folder, target)
-            lines.append(f"{folder} -> {target}")
-    for line in lines:
-        print(line)
-    return lines
 
 
 def checkpoint(run: str, dest: str) -> None:
@@ -450,67 +280,6 @@ def _seconds_of(published: str) -> float | None:
         with open(path, encoding="utf-8") as fh:
             total += float(json.load(fh).get("total_evaluation_time_seconds") or 0.0)
     return total or None
-
-
-def _fmt(v, digits=3):
-    return "—" if not isinstance(v, (int, float)) or v != v else f"{v:.{digits}f}"
-
-
-def table(folders, task: str, metrics: list[str]) -> str:
-    out = load_output(*folders, allow_partial=True)
-    lines = ["| setting | " + " | ".join(f"{m} [95%]" for m in metrics) + " | " +
-             " | ".join(f"Δ {m} vs none [95%], p" for m in metrics[:2]) + " |",
-             "|---|" + "---|" * (len(metrics) + min(2, len(metrics)))]
-    for run in out.ordered_runs():
-        if task not in run.tasks:
-            continue
-        cells = []
-        for m in metrics:
-            if m not in run.tasks[task].values:
-                cells.append("—")
-                continue
-            x = out.metric(task, m, run.setting, run.model)
-            cells.append(f"{_fmt(x.value)} [{_fmt(x.lower, 2)}, {_fmt(x.upper, 2)}]")
-        for m in metrics[:2]:
-            d = None
-            if run.setting != "none" and m in run.tasks[task].values:
-                try:
-                    d = out.compare(task, m, run.setting, "none", run.model)
-                except DriftUsageError as exc:  # a setting without a none run beside it
-                    print(f"note: {run.setting} {m}: {exc}")
-            cells.append("—" if d is None else
-                         f"{d.difference:+.3f} [{d.lower:+.2f}, {d.upper:+.2f}], p {d.p_value:.2g}")
-        lines.append(f"| {run.setting} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def pair(folder: str, task: str, base_folder: str, base_task: str, metrics: list[str],
-         setting: str = "none") -> str:
-    """Paired differences ``task − base_task`` per metric, on the documents both logged
-    (matched by ``doc_id``: the tasks share their documents' order)."""
-    from drift_eval.decide.compare import shared_documents
-    from drift_eval.metrics import paired
-
-    runs = []
-    for f, t in ((folder, task), (base_folder, base_task)):
-        out = load_output(f, allow_partial=True)
-        found = [r for r in out.ordered_runs() if r.setting == setting and t in r.tasks]
-        if len(found) != 1:
-            raise DriftUsageError(f"{f} has {len(found)} runs of {t} under {setting}; give a folder with exactly one")
-        runs.append((out, t, found[0].model))
-    lines = [f"| metric | {task} [95%] | {base_task} [95%] | Δ [95%], p (test, n) |", "|---|---|---|---|"]
-    for m in metrics:
-        names = m.split("=", 1) if "=" in m else [m, m]
-        (a, b) = [out.metric(t, name, setting, model) for (out, t, model), name in zip(runs, names)]
-        if not a.per_sample or not b.per_sample:
-            raise DriftUsageError(f"{m} has no per-sample values in both runs (are the samples logged?)")
-        docs = shared_documents(a, b, same_hash=False)  # the control's documents differ from the plain task's
-        d = paired.paired_difference([a.per_sample[k] for k in docs], [b.per_sample[k] for k in docs],
-                                     binary=a.binary if a.binary is not None else b.binary)
-        lines.append(f"| {m} | {_fmt(a.value)} [{_fmt(a.lower, 2)}, {_fmt(a.upper, 2)}] | {_fmt(b.value)} "
-                     f"[{_fmt(b.lower, 2)}, {_fmt(b.upper, 2)}] | {d.difference:+.3f} [{d.lower:+.2f}, "
-                     f"{d.upper:+.2f}], p {d.p_value:.2g} ({d.test}, {d.n}) |")
-    return "\n".join(lines)
 
 
 def main():

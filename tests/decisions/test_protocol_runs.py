@@ -1,6 +1,6 @@
-"""The protocol-runs script's own steps (benchmarks/protocol_runs.py): a control task paired
-with its plain task document by document, and a published run that keeps every generated
-answer whole."""
+"""The protocol-runs script's own steps: a control task paired with its plain task document
+by document (benchmarks/paired_tables.py), and a published run that keeps every generated
+answer whole (benchmarks/protocol_runs.py)."""
 import json
 
 import pytest
@@ -15,19 +15,19 @@ def test_pair_compares_two_tasks_document_by_document(tmp_path):
 
     from drift_eval.errors import DriftUsageError
 
-    runs = benchmark("protocol_runs")
+    tables = benchmark("paired_tables")
     plain = [1, 1, 0, 0, 0, 0, 0, 0, 1, 0]
     control = [1, 1, 1, 1, 1, 1, 1, 1, 1, 0]
     write_task_run(str(tmp_path / "plain"), "m", plain, task="plain_task", metric="french_turn_8")
     write_task_run(str(tmp_path / "control"), "m", control, task="control_task", metric="french_last_turn")
-    table = runs.pair(str(tmp_path / "control"), "control_task", str(tmp_path / "plain"), "plain_task",
-                      ["french_last_turn=french_turn_8"])
+    table = tables.pair(str(tmp_path / "control"), "control_task", str(tmp_path / "plain"), "plain_task",
+                        ["french_last_turn=french_turn_8"])
     row = table.splitlines()[2]
     assert row.startswith("| french_last_turn=french_turn_8 | 0.900 ") and "| 0.300 " in row
     assert "+0.600 [" in row and "p 0.031 (exact McNemar, 10)" in row
     with pytest.raises(DriftUsageError, match="control has 0 runs of control_task under log:0.25"):
-        runs.pair(str(tmp_path / "control"), "control_task", str(tmp_path / "plain"), "plain_task",
-                  ["french_turn_8"], setting="log:0.25")
+        tables.pair(str(tmp_path / "control"), "control_task", str(tmp_path / "plain"), "plain_task",
+                    ["french_turn_8"], setting="log:0.25")
 
 
 def test_publish_keeps_generated_answers_whole_and_cuts_teacher_forced_continuations(tmp_path):

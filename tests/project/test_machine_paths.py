@@ -1,7 +1,8 @@
 """Committed files name no folder of the machine that made them: no home, cache, temporary
 or work-tree path in any git-tracked file under docs/ or benchmarks/ (nor in their file
 names), only the portable forms of docs/results/README.md ("Names and paths"). And the
-script that relabels published runs into those forms changes nothing else."""
+script that relabels published runs into those forms (benchmarks/portable_names.py) changes
+nothing else."""
 import json
 import os
 import re
@@ -119,17 +120,17 @@ def _published(root, pretrained, settings, folder):
 
 
 def test_relabelling_changes_the_path_values_and_folder_names_only(tmp_path):
-    runs = benchmark("protocol_runs")
+    names, tables = benchmark("portable_names"), benchmark("paired_tables")
     a, b = tmp_path / "single", tmp_path / "control"
     _published(a, OLD_CACHE, ("none", "log:0.25"), OLD_CACHE.replace("/", "__"))
     _published(b, OTHER_CACHE, ("const:0.25",), OTHER_CACHE.replace("/", "__"))
     before = {p.relative_to(tmp_path).as_posix(): p.read_text() for p in tmp_path.rglob("*") if p.is_file()}
-    table_before = runs.table([str(a)], "drift_french_single", ["fully_french", "echo_rate"])
+    table_before = tables.table([str(a)], "drift_french_single", ["fully_french", "echo_rate"])
     from drift_eval.decide.results import load_output
 
     assert len(load_output(a, b).models) == 2  # two cache keys of one file: two models before
 
-    lines = runs.relabel([str(a), str(b)])
+    lines = names.relabel([str(a), str(b)])
     after = {p.relative_to(tmp_path).as_posix(): p.read_text() for p in tmp_path.rglob("*") if p.is_file()}
     renamed = {k.replace(OLD_CACHE.replace("/", "__"), "SmolLM2-135M-Instruct.Q4_1")
                 .replace(OTHER_CACHE.replace("/", "__"), "SmolLM2-135M-Instruct.Q4_1"): v for k, v in before.items()}
@@ -148,8 +149,8 @@ def test_relabelling_changes_the_path_values_and_folder_names_only(tmp_path):
     assert any(line.endswith("none/SmolLM2-135M-Instruct.Q4_1") for line in lines)
     out = load_output(a, b)
     assert out.models == ["SmolLM2-135M-Instruct.Q4_1"]  # one file, one model, one name
-    assert runs.table([str(a)], "drift_french_single", ["fully_french", "echo_rate"]) == table_before
-    assert runs.relabel([str(a), str(b)]) == []  # nothing left to do
+    assert tables.table([str(a)], "drift_french_single", ["fully_french", "echo_rate"]) == table_before
+    assert names.relabel([str(a), str(b)]) == []  # nothing left to do
 
 
 @pytest.mark.parametrize("value, key, portable", [
@@ -165,25 +166,25 @@ def test_relabelling_changes_the_path_values_and_folder_names_only(tmp_path):
     ("relative/folder", "pretrained", "relative/folder"),
 ])
 def test_each_path_gets_its_portable_form(value, key, portable):
-    runs = benchmark("protocol_runs")
-    assert runs.portable(value, key, {}) == portable
+    names = benchmark("portable_names")
+    assert names.portable(value, key, {}) == portable
 
 
 def test_model_args_written_as_text_are_relabelled_value_by_value():
-    runs = benchmark("protocol_runs")
+    names = benchmark("portable_names")
     doc = {"config": {"model_args": f"pretrained={OLD_CACHE},dtype=float32", "model": "hf-drift"}}
-    assert runs._portable_tree(doc, runs.gguf_keys()) == {
+    assert names._portable_tree(doc, names.gguf_keys()) == {
         "config": {"model_args": f"pretrained={BUNDLED},dtype=float32", "model": "hf-drift"}}
 
 
 def test_a_path_without_a_portable_form_stops_before_anything_is_written(tmp_path):
-    runs = benchmark("protocol_runs")
+    names = benchmark("portable_names")
     _published(tmp_path / "run", OLD_CACHE, ("none",), "m")
     stray = tmp_path / "run" / "z.json"
     stray.write_text(json.dumps({"log_file": "/var/log/run.txt"}))
     before = {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()}
     with pytest.raises(DriftUsageError, match=r"z\.json: 'log_file' is /var/log/run\.txt, a path on the machine"):
-        runs.relabel([str(tmp_path / "run")])
+        names.relabel([str(tmp_path / "run")])
     assert {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()} == before
 
 

@@ -6,6 +6,7 @@ string literals and a benchmark script loaded as a module."""
 import ast
 import importlib.util
 import os
+import sys
 
 from support.places import BENCHMARKS
 
@@ -60,7 +61,10 @@ def code_strings(path):
 
 
 def benchmark(name):
-    """The script ``benchmarks/NAME.py`` loaded as a module."""
+    """The script ``benchmarks/NAME.py`` loaded as a module (the scripts' folder on the
+    import path, as when the script runs: a script imports the modules beside it)."""
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))
     spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
