@@ -72,7 +72,7 @@ def throughput(args):
 
     def measured():
         decode.scene(model, tok, scene["id"], scene["base"], {"translation": scene["translation"]}, settings,
-                     batch_size=args.batch_size)
+                     decode.Runtime(batch_size=args.batch_size))
 
     def report(r, got):
         print(f"round {r + 1}: bare {got['bare']:.1f} s, decode {got['decode']:.1f} s; ratio "
@@ -102,7 +102,7 @@ def peak_memory_child(args):
                                                   min_new_tokens=settings.generation_length + 1))
     grew = peak_growth(lambda: decode.scene(model, tok, scene["id"], scene["base"],
                                             {"translation": scene["translation"]}, settings,
-                                            batch_size=args.batch_size))
+                                            decode.Runtime(batch_size=args.batch_size)))
     print(json.dumps({"samples": args.samples, "first_generate_growth_mib": warm["growth_mib"], **grew}))
 
 

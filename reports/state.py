@@ -8,7 +8,7 @@ import math
 import re
 
 from drift_eval.metrics import paired, power
-from drift_eval.reports.svg import PALETTE, line_plot
+from drift_eval.reports.svg import PALETTE, Style, line_plot
 from drift_eval.catalogue import headline, label
 from drift_eval.tasks import task_info
 
@@ -246,9 +246,9 @@ class Report:
             bands = {self.name(r): curves[r.key][1] for r in runs if curves[r.key][1]}
             colours = None if self.several else {r.setting: self.colour(r.setting) for r in runs}
             long_names = max(len(n) for n in series) > LONG_NAME  # a legend below keeps two plots a row
-            svg = line_plot(series, title, x_label, y_label, y_range=y_range, bands=bands or None, markers=markers,
-                            colours=colours, width=PANEL_WIDTH if long_names else 600,
-                            legend="below" if long_names else "right")
+            svg = line_plot(series, title, x_label, y_label, bands or None, Style(
+                y_range=y_range, markers=markers, colours=colours, width=PANEL_WIDTH if long_names else 600,
+                legend="below" if long_names else "right"))
             return [self.plot(title, svg)]
         ys = [y for pts, _ in curves.values() for _, y in pts if finite(number(y))]
         shared_y = y_range or ((min(ys), max(ys)) if ys else None)
@@ -256,8 +256,8 @@ class Report:
         for model, model_runs in by_model.items():
             series = {r.setting: curves[r.key][0] for r in model_runs}
             bands = {r.setting: curves[r.key][1] for r in model_runs if curves[r.key][1]}
-            svg = line_plot(series, model, x_label, y_label, y_range=shared_y, bands=bands or None, markers=markers,
-                            colours={r.setting: self.colour(r.setting) for r in model_runs},
-                            x_range=(min(xs), max(xs)), width=PANEL_WIDTH, legend_px=PANEL_LEGEND_PX)
+            svg = line_plot(series, model, x_label, y_label, bands or None, Style(
+                y_range=shared_y, markers=markers, colours={r.setting: self.colour(r.setting) for r in model_runs},
+                x_range=(min(xs), max(xs)), width=PANEL_WIDTH, legend_px=PANEL_LEGEND_PX))
             out.append(self.plot(f"{title} [{model}]", svg))
         return out

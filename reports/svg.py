@@ -6,6 +6,7 @@ and series names, languages) is escaped.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from markupsafe import Markup
 from markupsafe import escape as _markup_escape
@@ -49,17 +50,32 @@ LEGEND_CHAR_PX = 7
 LEGEND_MIN_PX = 150  # the legend column of a default-width plot
 
 
-def line_plot(series: dict, title: str, x_label: str, y_label: str, y_range=None, width: int = 600,
-              height: int = 300, markers: bool = True, bands: dict | None = None, colours: dict | None = None,
-              x_range=None, legend_px: int = LEGEND_MIN_PX, legend: str = "right") -> Markup:
+@dataclass(frozen=True)
+class Style:
+    """How a ``line_plot`` looks: its size in pixels, point markers, colours by series name,
+    fixed axes, the legend's place and least width (see ``line_plot``)."""
+    width: int = 600
+    height: int = 300
+    markers: bool = True
+    colours: dict | None = None
+    x_range: tuple | None = None
+    y_range: tuple | None = None
+    legend_px: int = LEGEND_MIN_PX
+    legend: str = "right"
+
+
+def line_plot(series: dict, title: str, x_label: str, y_label: str, bands: dict | None = None,
+              style: Style = Style()) -> Markup:
     """``series``: name -> list of (x, y). Points with a non-finite y are skipped.
     ``bands``: name -> list of (x, low, high), drawn as a shaded area behind that series
-    (points without a finite interval are left out). ``colours``: name -> colour (else the
+    (points without a finite interval are left out). ``style``: ``colours``: name -> colour (else the
     palette in series order), so that small multiples give one setting one colour in every
     panel; ``x_range`` / ``y_range``: fixed axes (shared by the panels); ``legend_px``: the
     legend column's least width (narrower for panels); ``legend="below"``: the legend under
     the plot, one line a series, the picture as wide as asked (for long names). Bands are
     15% opaque, fainter when more than three overlap."""
+    width, height, markers, colours = style.width, style.height, style.markers, style.colours
+    x_range, y_range, legend_px, legend = style.x_range, style.y_range, style.legend_px, style.legend
     pts = {name: [(float(x), float(y)) for x, y in xy if y is not None and math.isfinite(float(y))]
            for name, xy in series.items()}
     pts = {k: v for k, v in pts.items() if v}

@@ -143,11 +143,23 @@ class Store:
         self._fh.close()
 
 
-def generate(model, tokenizer, scene: str, prompts: dict[str, str], settings: Settings, store: Store, state=None,
-             batch_size: int = 32, progress=None) -> dict:
+@dataclass(frozen=True)
+class Runtime:
+    """How the passes of a decodability run go, which its results do not record: the
+    compensation ``state`` (None: none), the rows of one pass (``batch_size``) and
+    ``progress`` (called with the rows each pass did)."""
+    state: object = None
+    batch_size: int = 32
+    progress: object = None
+
+
+def generate(model, tokenizer, scene: str, prompts: dict[str, str], settings: Settings, store: Store,
+             runtime: Runtime = Runtime()) -> dict:
     """Sample ``settings.samples`` trajectories per prompt; hidden states at the centres go
     to ``store``. Returns ``{name: (samples, length) token ids}``."""
     from transformers import GenerationConfig
+
+    state, batch_size, progress = runtime.state, runtime.batch_size, runtime.progress
 
     device = next(model.parameters()).device
     L = len(decoder_blocks(model))
@@ -201,8 +213,8 @@ def _languages(tokenizer, prompt: str, tokens: np.ndarray, segment: int) -> dict
             "excerpt": texts[0][:300] if texts else ""}
 
 
-def scene(model, tokenizer, scene_id: str, base: str, variants: dict[str, str], settings: Settings, state=None,
-          batch_size: int = 32, progress=None) -> dict:
+def scene(model, tokenizer, scene_id: str, base: str, variants: dict[str, str], settings: Settings,
+          runtime: Runtime = Runtime()) -> dict:
     """Per variant axis, the answer for one scene: correct held-out predictions per layer
     and t (``hidden_correct``) and per t (``text_correct``) out of ``predictions``, and the
     language of every trajectory of both prompts."""
@@ -212,7 +224,7 @@ def scene(model, tokenizer, scene_id: str, base: str, variants: dict[str, str], 
     n = settings.samples
     store = Store(len(prompts), L, len(centres), n, d)
     try:
-        tokens = generate(model, tokenizer, scene_id, prompts, settings, store, state, batch_size, progress)
+        tokens = generate(model, tokenizer, scene_id, prompts, settings, store, runtime)
         y = np.r_[np.zeros(n, int), np.ones(n, int)]
         langs = {name: _languages(tokenizer, text, tokens[name], settings.segment) for name, text in prompts.items()}
         out = {}
@@ -230,7 +242,7 @@ def scene(model, tokenizer, scene_id: str, base: str, variants: dict[str, str], 
                          "hidden_correct": hidden.tolist(), "text_correct": text,
                          "languages": {"base": langs[BASE], "variant": langs[axis]},
                          "probe": dm.PROBE, "text_probe": dm.TEXT_PROBE, "settings": settings.as_dict(),
-                         "compensation": state.config.label() if state is not None else "none"}
+                         "compensation": runtime.state.config.label() if runtime.state is not None else "none"}
     finally:
         store.close()
     return out
@@ -260,7 +272,8 @@ def serve(lm, requests, disable_tqdm: bool = False) -> list[str]:
             variants = {specs[i]["axis"]: specs[i]["variant"] for i in idx}
             if len(variants) != len(idx):
                 raise DriftUsageError("two requests of one scene ask for the same axis")
-            answers = scene(model, tok, scene_id, base, variants, settings, state, batch_size_of(lm), bar.update)
+            answers = scene(model, tok, scene_id, base, variants, settings,
+                            Runtime(state, batch_size_of(lm), bar.update))
             for i in idx:
                 out[i] = json.dumps(answers[specs[i]["axis"]], ensure_ascii=False)
     finally:
@@ -269,15 +282,15 @@ def serve(lm, requests, disable_tqdm: bool = False) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- command line
-def run(model, tokenizer, scenes: list[dict], axes: list[str], settings: Settings, state=None, batch_size: int = 32,
-        path: str | None = None, label: dict | None = None, progress=None, log=None) -> dict:
+def run(model, tokenizer, scenes: list[dict], axes: list[str], settings: Settings, runtime: Runtime = Runtime(),
+        path: str | None = None, label: dict | None = None, log=None) -> dict:
     """Every scene's answers and the per-axis summaries. With ``path``, each finished scene
     is written there at once (atomically) and a rerun with the same settings skips the
     scenes already in it, so a long run can be stopped and resumed."""
     from drift_eval.files import read_json, write_json_atomic
 
     head = {"settings": settings.as_dict(), "axes": list(axes), **(label or {}),
-            "compensation": state.config.label() if state is not None else "none"}
+            "compensation": runtime.state.config.label() if runtime.state is not None else "none"}
     res = dict(head, scenes={})
     if path and os.path.isfile(path):
         old = read_json(path, "decode results file")
@@ -287,8 +300,8 @@ def run(model, tokenizer, scenes: list[dict], axes: list[str], settings: Setting
     for s in scenes:
         if s["id"] in res["scenes"]:
             continue
-        res["scenes"][s["id"]] = scene(model, tokenizer, s["id"], s["base"], {a: s[a] for a in axes}, settings, state,
-                                       batch_size, progress)
+        res["scenes"][s["id"]] = scene(model, tokenizer, s["id"], s["base"], {a: s[a] for a in axes}, settings,
+                                       runtime)
         res["summary"] = summarise(res, [x["id"] for x in scenes])
         if path:
             write_json_atomic(path, res)

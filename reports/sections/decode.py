@@ -9,7 +9,7 @@ import math
 from drift_eval.metrics import stats
 from drift_eval.reports import published
 from drift_eval.reports.state import finite
-from drift_eval.reports.svg import line_plot
+from drift_eval.reports.svg import Style, line_plot
 from drift_eval.catalogue import parts
 
 #: the numbers of a row recorded as they are (with the Wilson bounds of the two accuracies)
@@ -60,5 +60,6 @@ def decodability(rep) -> dict | None:
         if rows:
             title = f"decodability [{rep.name(run)}]: median layer and text, by t"
             panels.append({"label": rep.name(run), "rows": rows, "switches_published": published.LANGUAGE_SWITCHES,
-                           "plot": rep.plot(title, line_plot(curves, title, "log2 t", "accuracy", y_range=(0.0, 1.0)))})
+                           "plot": rep.plot(title, line_plot(curves, title, "log2 t", "accuracy",
+                                                                  style=Style(y_range=(0.0, 1.0))))})
     return {"panels": panels} if panels else None

@@ -3,7 +3,7 @@ with the ``profile`` role, named by their label), and the same without position 
 attention sink, which dwarfs the rest), renormalised."""
 from __future__ import annotations
 
-from drift_eval.reports.svg import line_plot
+from drift_eval.reports.svg import Style, line_plot
 from drift_eval.catalogue import hinted
 
 
@@ -21,7 +21,7 @@ def profiles(rep) -> dict | None:
             shown = {rep.label(task, m): v for m, v in found.items()}
             title = f"{task} [{rep.name(run)}]: influence profiles"
             plots.append(rep.plot(title, line_plot({p: list(enumerate(v)) for p, v in shown.items()},
-                                                   title, "position", "influence", markers=False)))
+                                                   title, "position", "influence", style=Style(markers=False))))
             rest = {}
             for p, v in shown.items():
                 total = sum(v[1:])
@@ -29,7 +29,8 @@ def profiles(rep) -> dict | None:
                     rest[p] = [(i, x / total) for i, x in enumerate(v) if i > 0]
             if rest:
                 title = f"{task} [{rep.name(run)}]: without position 0 (renormalised)"
-                plots.append(rep.plot(title, line_plot(rest, title, "position", "influence", markers=False)))
+                plots.append(rep.plot(title, line_plot(rest, title, "position", "influence",
+                                                             style=Style(markers=False))))
             for m, v in found.items():
                 for i, x in enumerate(v):
                     rep.record("profiles", run, task, m, "value", x, position=i)

@@ -170,10 +170,11 @@ def test_generation_keeps_the_hidden_states_at_the_centres():
     model = tiny_model("llama", layers=2)
     settings = decode.Settings.from_options(samples=5, generation_length=32, first_centre=8)
     store = decode.Store(1, 2, 3, 5, 32)
-    tokens = decode.generate(model, Tok(), "s", {"base": "A red boat."}, settings, store, batch_size=3)["base"]
+    tokens = decode.generate(model, Tok(), "s", {"base": "A red boat."}, settings, store,
+                             decode.Runtime(batch_size=3))["base"]
     assert tokens.shape == (5, 32) and (tokens != model.generation_config.eos_token_id).all()  # suppressed
     again = decode.generate(model, Tok(), "s", {"base": "A red boat."}, settings, decode.Store(1, 2, 3, 5, 32),
-                            batch_size=3)
+                            decode.Runtime(batch_size=3))
     assert (again["base"] == tokens).all()  # seeded
     prompt = Tok()("A red boat." + "\n\n")["input_ids"]
     layers = [b.module for b in decoder_blocks(model)]
