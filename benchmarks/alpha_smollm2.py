@@ -29,7 +29,7 @@ def main():
     from drift_eval.measure import alpha, continuations
     from drift_eval.plugin.local_models import smollm2_dir
     from drift_eval.metrics.alpha import length_for
-    from drift_eval.tasks.drift_alpha.data import read_scenes
+    from drift_eval.taskdata.alpha import read_scenes
 
     p = argparse.ArgumentParser()
     p.add_argument("--scenes", type=int, default=8)

@@ -39,7 +39,7 @@ def _setup(length, n_conts):
     from drift_eval.measure import alpha, continuations
     from drift_eval.plugin.local_models import smollm2_dir
     from drift_eval.metrics import alpha as am
-    from drift_eval.tasks.drift_alpha.data import read_scenes
+    from drift_eval.taskdata.alpha import read_scenes
 
     d = smollm2_dir()
     tok = AutoTokenizer.from_pretrained(d)

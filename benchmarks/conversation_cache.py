@@ -41,7 +41,7 @@ def one(mode: str, args) -> dict:
     from drift_eval.plugin.local_models import smollm2_dir
     from drift_eval.plugin.model import HFDriftLM
     from drift_eval.plugin.request_types import CONVERSATION
-    from drift_eval.tasks.drift_french.data import read_conversations, system_prompt
+    from drift_eval.taskdata.french import read_conversations, system_prompt
 
     torch.set_num_threads(1)
     system = system_prompt("en")

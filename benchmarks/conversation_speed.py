@@ -24,7 +24,7 @@ from drift_eval.conversation import ConversationSpec
 from drift_eval.plugin.request_types import CONVERSATION
 from drift_eval.plugin.local_models import smollm2_dir
 from drift_eval.plugin.model import HFDriftLM
-from drift_eval.tasks.drift_french.data import read_conversations, system_prompt
+from drift_eval.taskdata.french import read_conversations, system_prompt
 from drift_eval.files import write_json_atomic
 
 HERE = os.path.dirname(os.path.abspath(__file__))

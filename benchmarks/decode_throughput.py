@@ -38,7 +38,7 @@ def _setup(samples, length):
 
     from drift_eval.measure import decode
     from drift_eval.plugin.local_models import smollm2_dir
-    from drift_eval.tasks.drift_alpha.data import read_scenes
+    from drift_eval.taskdata.alpha import read_scenes
 
     d = smollm2_dir()
     tok = AutoTokenizer.from_pretrained(d)

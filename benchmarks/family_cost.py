@@ -44,7 +44,7 @@ def tokens() -> dict:
     """Generated tokens of the family, from the task definitions."""
     from lm_eval.tasks import TaskManager
 
-    from drift_eval.tasks.drift_languages.data import read_conversations, read_requests
+    from drift_eval.taskdata.languages import read_conversations, read_requests
 
     tasks = TaskManager().load(["drift_fr_single", "drift_fr_multiturn"])["tasks"]
     single_len = int(tasks["drift_fr_single"].config.generation_kwargs["max_gen_toks"])

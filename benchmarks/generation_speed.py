@@ -23,10 +23,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from drift_eval.compensation import bias as comp
 from drift_eval.settings import CompensationConfig
 from drift_eval.measure.calibration import head_gammas
-from drift_eval.tasks.drift_french.data import calibration_prompt
+from drift_eval.taskdata.french import calibration_prompt
 from drift_eval.plugin.local_models import smollm2_dir
 from drift_eval.compensation.spans import system_span_end, token_count_before
-from drift_eval.tasks.drift_french.data import system_prompt
+from drift_eval.taskdata.french import system_prompt
 
 SYSTEM = system_prompt("en")
 USERS = ["Explain photosynthesis.", "Tell me a long story about a cat.", "How does a bicycle work?",

@@ -62,7 +62,7 @@ from drift_eval.compensation.spans import system_span_end, token_count_before
 from drift_eval.files import prose_text, read_json, write_json_atomic
 from drift_eval.plugin.local_models import smollm2_dir
 from drift_eval.settings import CompensationConfig
-from drift_eval.tasks.drift_french.data import read_requests, system_prompt
+from drift_eval.taskdata.french import read_requests, system_prompt
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "results", "long_generation_speed.json")

@@ -24,7 +24,7 @@ import time
 
 from drift_eval.files import write_json_atomic
 from drift_eval.plugin.local_models import smollm2_dir
-from drift_eval.tasks.drift_french.data import system_prompt
+from drift_eval.taskdata.french import system_prompt
 
 USERS = ["Explain photosynthesis.", "Tell me a long story about a cat.", "How does a bicycle work?",
          "Plan a trip to Japan.", "Describe the life cycle of a star.", "Write a letter to a neighbour.",

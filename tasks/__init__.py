@@ -1,7 +1,7 @@
 """The lm-eval task folders of lm-eval-drift (``drift_eval.tasks``).
 
-Each folder holds the task YAML files, its data, a ``data.py`` loader for code outside the
-task (the one way in), a ``utils.py`` that lm-eval loads from the YAML, and a README.
+Each folder holds the task YAML files, a ``utils.py`` that lm-eval loads from the YAML, and
+a README. The tasks' data and its loaders live below, in ``drift_eval.taskdata``.
 """
 import functools
 import os

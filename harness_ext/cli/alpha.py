@@ -7,8 +7,8 @@ import sys
 from drift_eval.cli.shared import (bundled_scenes, compensation_option, install_compensation, load_model,
                                    model_options, read_text, scene_options, threads_option, whole)
 from drift_eval.errors import DriftUsageError
-from drift_eval.tasks.drift_alpha.data import AXES
-from drift_eval.tasks.drift_alpha.data import read_continuations as bundled_continuations
+from drift_eval.taskdata.alpha import AXES
+from drift_eval.taskdata.alpha import read_continuations as bundled_continuations
 
 NAME = "alpha"
 HELP = "hidden-state prompt-forgetting exponents (alpha, beta) per layer"

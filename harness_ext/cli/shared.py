@@ -70,7 +70,7 @@ def scene_options(p) -> None:
 
 def bundled_scenes(args) -> tuple[list, list]:
     """(the first ``--scenes`` bundled scenes, the ``--axes`` names), checked."""
-    from drift_eval.tasks.drift_alpha.data import AXES, read_scenes
+    from drift_eval.taskdata.alpha import AXES, read_scenes
 
     all_scenes = read_scenes()
     if not 1 <= args.scenes <= len(all_scenes):
@@ -140,7 +140,7 @@ def install_compensation(model, tok, cfg, base: str | None = None):
     state = bias.install(model, cfg, base=base)
     if cfg.mode == "head":
         from drift_eval.measure.calibration import head_gammas
-        from drift_eval.tasks.drift_french.data import calibration_prompt
+        from drift_eval.taskdata.french import calibration_prompt
 
         state.head_gammas = head_gammas(model, tok, calibration_prompt())
     return state

@@ -78,7 +78,7 @@ def _cached_gammas(path: str):
 
 def head_gammas(model, tokenizer, system: str, use_cache: bool = True) -> torch.Tensor:
     """(layers, heads) per-head strengths for ``model``, measured on the instruction
-    ``system`` (the caller's: ``drift_eval.tasks.drift_french.data.calibration_prompt`` for
+    ``system`` (the caller's: ``drift_eval.taskdata.french.calibration_prompt`` for
     the project's compensation); computed once per model and text, then cached."""
     text_key = hashlib.sha256(system.encode("utf-8")).hexdigest()[:12]
     path = os.path.join(cache_dir("head_calibration"), f"{model_fingerprint(model)}-{text_key}.json")

@@ -35,7 +35,7 @@ def continuation_ids(tokenizer, texts: list[str], length: int | None) -> tuple[l
 
 def read_continuations(source: str = "bundled", n: int = 16, bundled=None) -> list[str]:
     """The shared continuations: ``bundled`` (the texts ``bundled()`` returns: the caller's,
-    ``drift_eval.tasks.drift_alpha.data.read_continuations`` for the project's, written for
+    ``drift_eval.taskdata.alpha.read_continuations`` for the project's, written for
     it, see ``tasks/drift_alpha/README.md``), ``wikitext`` (WikiText-103 validation articles from the
     Hugging Face hub, as in the original study; needs the network), or a file: ``.jsonl``
     with a ``text`` field per line, or plain text whose passages are separated by blank

@@ -72,7 +72,7 @@ class HFDriftLM(HFLM):
         self.drift_state.config = config
         if config.mode == "head" and config.active and self.drift_state.head_gammas is None:
             from drift_eval.measure.calibration import head_gammas
-            from drift_eval.tasks.drift_french.data import calibration_prompt
+            from drift_eval.taskdata.french import calibration_prompt
 
             self.drift_state.head_gammas = head_gammas(self.model, self.tokenizer, calibration_prompt())
 

@@ -23,8 +23,8 @@ from drift_eval.metrics.values import ListValue
 from drift_eval.plugin.request_types import CONTINUATION_NLL, PROMPT_OFFSETS
 from drift_eval.plugin.task_base import YamlTask
 from drift_eval.settings import int_option
-from drift_eval.tasks.drift_alpha.data import AXES, read_scenes
-from drift_eval.tasks.drift_alpha.data import read_continuations as bundled_continuations  # the "bundled" source
+from drift_eval.taskdata.alpha import AXES, read_scenes
+from drift_eval.taskdata.alpha import read_continuations as bundled_continuations  # the "bundled" source
 
 DEFAULTS = {"continuations": "bundled", "n_continuations": 16, "continuation_length": am.length_for(7), "num_scenes": 20,
             "bootstrap_iters": 1000, "decompose": False}

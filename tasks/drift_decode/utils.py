@@ -23,7 +23,7 @@ from drift_eval.metrics import decode as dm
 from drift_eval.metrics.values import ListValue
 from drift_eval.plugin.request_types import FREE_GENERATION
 from drift_eval.plugin.task_base import YamlTask
-from drift_eval.tasks.drift_alpha.data import AXES, read_scenes
+from drift_eval.taskdata.alpha import AXES, read_scenes
 
 
 def _settings(metadata: dict) -> dict:

@@ -17,7 +17,7 @@ from drift_eval.settings import int_option
 from drift_eval.tasks.common import (ConversationTask, ForcedLengthTask, answer_record,  # noqa: F401
                                      conversation_placement, conversation_trace_record, defined_mean, headline,
                                      left_languages, placements, share_lower, share_upper, time_interval, trace_record)
-from drift_eval.tasks.drift_french.data import CONFLICT_REQUEST, read_conversations, read_requests, system_prompt
+from drift_eval.taskdata.french import CONFLICT_REQUEST, read_conversations, read_requests, system_prompt
 
 
 def load_single_turn(prompt_language: str = "en", **_metadata):

@@ -21,7 +21,7 @@ from drift_eval.tasks import common
 from drift_eval.tasks.common import (answer_record, conversation_placement, conversation_trace_record,  # noqa: F401
                                      defined_mean, headline, left_languages, placements, share_lower, share_upper,
                                      time_interval, trace_record)
-from drift_eval.tasks.drift_languages.data import check_target, read_conversations, read_requests, system_prompt
+from drift_eval.taskdata.languages import check_target, read_conversations, read_requests, system_prompt
 
 mean_language_score = drift.mean_language_score
 

@@ -18,7 +18,7 @@ def no_template_dir(smollm2_dir, tmp_path_factory):
 
 
 def _system_prompt():
-    from drift_eval.tasks.drift_french.data import system_prompt
+    from drift_eval.taskdata.french import system_prompt
 
     return system_prompt("en")
 

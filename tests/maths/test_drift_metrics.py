@@ -2,7 +2,7 @@ import pytest
 from support.prose import ENGLISH, FRENCH, text
 
 from drift_eval.metrics import drift, langid, stats
-from drift_eval.tasks.drift_french.data import system_prompt
+from drift_eval.taskdata.french import system_prompt
 
 FR = "Le chat dort paisiblement sur le canapé pendant que la pluie tombe sur la ville. "
 EN = "The cat sleeps peacefully on the sofa while the rain falls on the city. "

@@ -15,7 +15,7 @@ from drift_eval.settings import CompensationConfig
 from drift_eval.measure import alpha, alpha_serving, continuations
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics import alpha as am
-from drift_eval.tasks.drift_alpha.data import read_continuations as read_bundled
+from drift_eval.taskdata.alpha import read_continuations as read_bundled
 
 
 

@@ -1,7 +1,7 @@
 import pytest
 
 from drift_eval.compensation.spans import system_span_end, token_count_before
-from drift_eval.tasks.drift_french.data import system_prompt
+from drift_eval.taskdata.french import system_prompt
 
 pytestmark = pytest.mark.slow
 

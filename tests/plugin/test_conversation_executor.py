@@ -9,7 +9,7 @@ from drift_eval.errors import DriftUsageError
 from drift_eval.plugin.conversations import run_conversations as _run
 from drift_eval.plugin.request_types import CONVERSATION
 from drift_eval.plugin.wrapper import DriftLM
-from drift_eval.tasks.drift_french.data import system_prompt
+from drift_eval.taskdata.french import system_prompt
 
 pytestmark = pytest.mark.slow
 

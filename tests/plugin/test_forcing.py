@@ -102,7 +102,7 @@ def test_the_server_is_forced_by_the_bias_where_min_tokens_alone_would_not(eos_m
     The server reuses the longest cached prefix of each prompt, which changes its floating
     point sums, and this model's greedy answers are long or short by a hair: so the request
     is found by asking, among the requests it answers shortly, not fixed in advance."""
-    from drift_eval.tasks.drift_french.data import read_requests, system_prompt
+    from drift_eval.taskdata.french import read_requests, system_prompt
 
     chat, asked, bank = eos_moved_server.url, 256, read_requests()
 

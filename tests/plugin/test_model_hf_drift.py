@@ -6,7 +6,7 @@ import torch
 
 from drift_eval.settings import CompensationConfig
 from drift_eval.errors import DriftUsageError
-from drift_eval.tasks.drift_french.data import system_prompt
+from drift_eval.taskdata.french import system_prompt
 
 pytestmark = pytest.mark.slow
 SYSTEM = system_prompt("en")
@@ -83,7 +83,7 @@ def test_compensation_changes_generation_and_none_restores_it(lm):
 
 def test_head_calibration_is_per_layer_and_head_and_cached(lm, tmp_path, monkeypatch):
     from drift_eval.measure import calibration
-    from drift_eval.tasks.drift_french.data import calibration_prompt
+    from drift_eval.taskdata.french import calibration_prompt
 
     monkeypatch.setenv("DRIFT_CACHE_DIR", str(tmp_path))
     g = calibration.head_gammas(lm.model, lm.tokenizer, calibration_prompt())

@@ -308,7 +308,7 @@ def test_a_damaged_calibration_cache_is_rebuilt(smollm2_dir, tmp_path, monkeypat
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from drift_eval.measure.calibration import head_gammas, model_fingerprint
-    from drift_eval.tasks.drift_french.data import calibration_prompt
+    from drift_eval.taskdata.french import calibration_prompt
 
     monkeypatch.setenv("DRIFT_CACHE_DIR", str(tmp_path))
     folder = tiny_chat_model(tmp_path / "model", smollm2_dir, layers=2)

@@ -155,7 +155,7 @@ def test_positive_rejects_anything_else_in_one_line(text):
 # ---------------------------------------------------------------------- the shared helpers
 def test_bundled_scenes_takes_the_first_scenes_and_the_named_axes():
     from drift_eval.cli.shared import bundled_scenes
-    from drift_eval.tasks.drift_alpha.data import read_scenes
+    from drift_eval.taskdata.alpha import read_scenes
 
     scenes, axes = bundled_scenes(argparse.Namespace(scenes=3, axes=" genre, detail,,"))
     assert axes == ["genre", "detail"]

@@ -1,6 +1,6 @@
 """The layers stay apart (the fast loop checks it): the import contract in pyproject.toml
 (``[tool.importlinter]``: layers point one way, what reads results imports no torch,
-transformers or lm-eval, code outside ``tasks/`` reaches a task through its ``data.py``),
+transformers or lm-eval, code outside ``tasks/`` reaches no task's glue),
 no import cycle between modules, imports of the package written absolute, and the light
 modules light when they are really imported."""
 import ast
@@ -29,7 +29,7 @@ LIGHT = ["drift_eval", "drift_eval.settings", "drift_eval.files", "drift_eval.er
          "drift_eval.decide.policy", "drift_eval.decide.pytest_plugin",
          "drift_eval.reports.render", "drift_eval.reports.svg", "drift_eval.reports.leaderboard",
          "drift_eval.compensation", "drift_eval.compensation.spans", "drift_eval.tasks",
-         "drift_eval.tasks.drift_french.data", "drift_eval.tasks.drift_alpha.data",
+         "drift_eval.taskdata.french", "drift_eval.taskdata.alpha",
          "drift_eval.plugin.request_types", "drift_eval.plugin.answers", "drift_eval.plugin.backends",
          "drift_eval.plugin.chat", "drift_eval.plugin.answer_cache", "drift_eval._startup"]
 
@@ -81,7 +81,7 @@ def test_no_import_cycle_between_modules(package_tree):
     r = _in_tree(package_tree, code)
     assert r.returncode == 0, r.stderr[-2000:]
     graph = json.loads(r.stdout)
-    assert "drift_eval.metrics.stats" in graph and "drift_eval.tasks.drift_french.data" in graph  # the whole package
+    assert "drift_eval.metrics.stats" in graph and "drift_eval.taskdata.french" in graph  # the whole package
     names = sorted(graph)
     index = {m: i for i, m in enumerate(names)}
     rows, cols = zip(*[(index[a], index[b]) for a, targets in graph.items() for b in targets if b in index and a != b])
@@ -140,7 +140,7 @@ def test_imports_of_the_package_are_absolute():
 
 
 def test_harness_ext_builds_no_path_into_tasks():
-    """Code outside ``tasks/`` reaches task data through the task's ``data.py`` (the import
+    """Code outside ``tasks/`` reads the tasks' data from ``drift_eval.taskdata`` (the import
     contract checks the imports): no path into ``tasks/`` built by hand either."""
     for path in _python_files("harness_ext"):
         for text in code_strings(path):

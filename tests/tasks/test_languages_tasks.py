@@ -15,7 +15,7 @@ from support.servers import LlamaServer
 from drift_eval import catalogue, tasks
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics.languages import TARGETS
-from drift_eval.tasks.drift_languages import data
+from drift_eval.taskdata import languages as data
 
 FOLDER = os.path.join(tasks.task_folder(), "drift_languages")
 NAMES = [f"drift_{c}{s}" for c in TARGETS for s in ("", "_single", "_single_native", "_multiturn")]

@@ -67,7 +67,7 @@ def test_answers_carry_their_metadata_through_copies_and_json():
 
 
 def test_conflict_docs_carry_the_users_request_at_their_turn():
-    from drift_eval.tasks.drift_french.data import CONFLICT_REQUEST
+    from drift_eval.taskdata.french import CONFLICT_REQUEST
 
     docs = utils.load_conversations(conflict_turn=5, num_conversations=2)["test"]
     for d in docs:

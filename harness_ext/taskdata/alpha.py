@@ -1,13 +1,12 @@
 """The drift_alpha data, for the tasks and for ``drift-eval alpha``: the 20 scenes with their
-four variants and the 16 shared continuations, written for this project (see README.md
-beside this file)."""
+four variants and the 16 shared continuations, written for this project (see tasks/drift_alpha/README.md)."""
 from __future__ import annotations
 
 import os
 
 from drift_eval.files import read_jsonl
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "alpha")
 AXES = ("detail", "paraphrase", "genre", "translation")
 
 

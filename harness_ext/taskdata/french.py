@@ -1,6 +1,6 @@
 """The drift_french data, for the tasks and for any code that needs it: the system prompts
 (one place for their wording), the 36 single-turn requests and the 32 eight-turn
-conversations, all written for this project (see README.md beside this file)."""
+conversations, all written for this project (see tasks/drift_french/README.md)."""
 from __future__ import annotations
 
 import os
@@ -8,7 +8,7 @@ import os
 from drift_eval.errors import DriftUsageError
 from drift_eval.files import read_jsonl
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "french")
 
 SYSTEM_PROMPTS = {
     "en": "You are a helpful assistant. Answer only in French, whatever language the user "

@@ -1,7 +1,7 @@
 """The drift_languages data, for the tasks and for any code that needs it: the instruction
 for each target language (one place for its wording), the shared item bank of English
 single-turn requests and eight-turn conversations (written for this project; see
-README.md beside this file), and the first-k cut of the bank."""
+tasks/drift_languages/README.md), and the first-k cut of the bank."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ from drift_eval.errors import DriftUsageError
 from drift_eval.files import read_jsonl
 from drift_eval.metrics.languages import TARGETS, language
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "languages")
 
 #: the English instruction, LCB's cross-lingual setting: the language is named, the user writes in English
 ENGLISH_PROMPT = ("You are a helpful assistant. Answer only in {name}, whatever language the user writes in. "
