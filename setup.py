@@ -69,7 +69,7 @@ class EditableWheelWithPth(editable_wheel):
 def _packages() -> list[str]:
     """Every package of the four folders that pyproject.toml's ``package-dir`` maps into
     ``drift_eval``, found by rule (a folder with an ``__init__.py``), not kept by hand."""
-    try:
+    try:  # deferred, optional: tomllib is Python 3.11's; 3.10 builds with tomli
         import tomllib
     except ModuleNotFoundError:  # Python 3.10: the build requires tomli (pyproject.toml)
         import tomli as tomllib

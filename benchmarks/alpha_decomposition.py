@@ -20,11 +20,18 @@ import time
 
 import numpy as np
 
+from drift_eval.files import read_json, write_json_atomic
+from drift_eval.metrics import alpha as am
+from drift_eval.plugin.local_models import smollm2_dir
+from drift_eval.settings import CompensationConfig
+from drift_eval.taskdata.alpha import read_scenes
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def build(name: str, model_dir: str):
-    import torch
+    import torch  # deferred, start-up: loads torch, tqdm
+    # deferred, start-up: loads huggingface_hub, jinja2, tqdm, transformers, yaml
     from transformers import AutoConfig, AutoModelForCausalLM
 
     if name == "trained":
@@ -36,8 +43,6 @@ def build(name: str, model_dir: str):
 
 
 def summarise(run: dict, centres, iters: int) -> dict:
-    from drift_eval.metrics import alpha as am
-
     out = {}
     for axis in run["axes"]:
         cs = [run["scenes"][s][axis] for s in run["scene_order"] if s in run["scenes"]]
@@ -54,16 +59,12 @@ def summarise(run: dict, centres, iters: int) -> dict:
 
 
 def main():
-    import torch
+    import torch  # deferred, start-up: loads torch, tqdm
+    # deferred, start-up: loads huggingface_hub, jinja2, tqdm, transformers, yaml
     from transformers import AutoTokenizer
 
-    from drift_eval.compensation import bias as comp
-    from drift_eval.settings import CompensationConfig
-    from drift_eval.files import read_json, write_json_atomic
-    from drift_eval.measure import alpha, continuations
-    from drift_eval.metrics import alpha as am
-    from drift_eval.plugin.local_models import smollm2_dir
-    from drift_eval.taskdata.alpha import read_scenes
+    from drift_eval.compensation import bias as comp  # deferred, start-up: loads torch, tqdm
+    from drift_eval.measure import alpha, continuations  # deferred, start-up: loads torch, tqdm
 
     p = argparse.ArgumentParser()
     p.add_argument("--scenes", type=int, default=20)

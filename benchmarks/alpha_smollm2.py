@@ -18,18 +18,19 @@ import time
 import numpy as np
 import torch
 
+from drift_eval.compensation import bias as comp
+from drift_eval.measure import alpha, continuations
+from drift_eval.metrics.alpha import length_for
+from drift_eval.plugin.local_models import smollm2_dir
+from drift_eval.settings import CompensationConfig
+from drift_eval.taskdata.alpha import read_scenes
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def main():
+    # deferred, start-up: loads huggingface_hub, jinja2, transformers, yaml
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    from drift_eval.compensation import bias as comp
-    from drift_eval.settings import CompensationConfig
-    from drift_eval.measure import alpha, continuations
-    from drift_eval.plugin.local_models import smollm2_dir
-    from drift_eval.metrics.alpha import length_for
-    from drift_eval.taskdata.alpha import read_scenes
 
     p = argparse.ArgumentParser()
     p.add_argument("--scenes", type=int, default=8)

@@ -30,16 +30,18 @@ import sys
 import torch
 from _timing import rotated_rounds
 
+from _memory import peak_growth
+from drift_eval.measure import alpha, continuations
+from drift_eval.metrics import alpha as am
+from drift_eval.plugin.local_models import smollm2_dir
+from drift_eval.taskdata.alpha import read_scenes
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _setup(length, n_conts):
+    # deferred, start-up: loads huggingface_hub, jinja2, transformers, yaml
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from drift_eval.measure import alpha, continuations
-    from drift_eval.plugin.local_models import smollm2_dir
-    from drift_eval.metrics import alpha as am
-    from drift_eval.taskdata.alpha import read_scenes
 
     d = smollm2_dir()
     tok = AutoTokenizer.from_pretrained(d)
@@ -52,8 +54,6 @@ def _setup(length, n_conts):
 
 
 def throughput(args):
-    from drift_eval.measure import alpha, continuations
-
     torch.set_num_threads(args.threads)
     model, tok, scene, cont_ids, windows = _setup(args.length, args.conts)
     variants = {"detail": scene["detail"], "translation": scene["translation"]}
@@ -92,10 +92,6 @@ def throughput(args):
 
 def peak_memory_child(args):
     """Resident memory while one scene is measured (``_memory.peak_growth``)."""
-    from _memory import peak_growth
-
-    from drift_eval.measure import alpha, continuations
-
     torch.set_num_threads(args.threads)
     model, tok, scene, cont_ids, windows = _setup(args.length, args.conts)
     grew = peak_growth(lambda: alpha.scene_offsets(model, tok, scene["base"], {"detail": scene["detail"]}, cont_ids,

@@ -41,12 +41,17 @@ reading, segment by segment (``segment_labels``: the target, another language's 
 """
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
 import random
 import re
 import sys
+
+from drift_eval.files import read_jsonl, write_json_atomic, write_text_atomic
+from drift_eval.metrics import langid
+from drift_eval.metrics.langid import segments
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "docs", "results")
@@ -97,8 +102,6 @@ def _answers(folder: str, kind: str):
 
 
 def draw() -> list[dict]:
-    from drift_eval.metrics.langid import segments
-
     with open(os.path.join(ROOT, "tests", "data", "langid_segments.jsonl"), encoding="utf-8") as fh:
         tuning = [json.loads(line)["text"] for line in fh if line.strip()]
     seen, out = set(), []
@@ -136,10 +139,6 @@ def verdict(labels: list, target: str = "fr") -> tuple[str, int | None]:
 def rules() -> dict:
     """{name: SegmentRule}: the full rule and each ablation of it (one step of
     ``langid.SegmentRule``, ``STEPS``, switched off)."""
-    import dataclasses
-
-    from drift_eval.metrics import langid
-
     full = langid.SegmentRule()
     return {"rule": full, **{f"without {step}": dataclasses.replace(full, **{step: False}) for step in STEPS}}
 
@@ -147,8 +146,6 @@ def rules() -> dict:
 def deciders() -> dict:
     """{name: segments -> languages}: each of ``rules`` as drift_french scores a segment
     (alone), and plain fastText on the raw segment."""
-    from drift_eval.metrics import langid
-
     out = {name: (lambda rule: lambda segs: [x.lang for x in langid.label_segments(segs, "fr", rule)])(rule)
            for name, rule in rules().items()}
     out["plain fastText"] = lambda segs: [p.lang for p in langid.identify_many(segs)]
@@ -156,8 +153,6 @@ def deciders() -> dict:
 
 
 def _tuning_texts() -> list[str]:
-    from drift_eval.files import read_jsonl
-
     texts = []
     for path in [os.path.join(ROOT, "tests", "data", "langid_segments.jsonl"),
                  *sorted(glob.glob(os.path.join(ROOT, "tests", "data", "langid", "*.jsonl")))]:
@@ -169,8 +164,6 @@ def _tuning_texts() -> list[str]:
 def language_rules() -> dict:
     """{name: (text, target) -> segment languages}: each of ``rules`` as the drift_languages
     tasks score an answer (``langid.label_answer``), and plain fastText on each raw segment."""
-    from drift_eval.metrics import langid
-
     out = {name: (lambda rule: lambda text, target: [x.lang for x in langid.label_answer(text, target, rule)])(rule)
            for name, rule in rules().items()}
     out["plain fastText"] = lambda text, target: [p.lang for p in langid.identify_many(langid.segments(text, 128))]
@@ -178,9 +171,6 @@ def language_rules() -> dict:
 
 
 def draw_languages() -> list[dict]:
-    from drift_eval.files import read_jsonl
-    from drift_eval.metrics.langid import segments
-
     tuning = _tuning_texts()
     taken_fr = {r["text"].strip() for r in read_jsonl(OUT, "answer set", required=("text",))}
     seen, pool = set(taken_fr), []
@@ -287,16 +277,12 @@ def main(argv: list[str]) -> int:
         print(f"{len(rows)} answers -> {os.path.relpath(OUT, ROOT)}")
         return 0
     if argv[:1] == ["draw-languages"]:
-        from drift_eval.files import write_text_atomic
-
         rows = draw_languages()
         write_text_atomic(OUT_LANGUAGES, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         print(f"{len(rows)} answers ({sum(r['stratum'] == 'random' for r in rows)} random) -> "
               f"{os.path.relpath(OUT_LANGUAGES, ROOT)}")
         return 0
     if argv[:1] == ["score-languages"]:
-        from drift_eval.files import read_jsonl, write_json_atomic
-
         res = score_languages(read_jsonl(OUT_LANGUAGES, "answer set", required=("id", "target", "text", "label")))
         for stratum in ("random", "contested", "all"):
             b = res[stratum]
@@ -308,8 +294,6 @@ def main(argv: list[str]) -> int:
             write_json_atomic(argv[argv.index("--json") + 1], res)
         return 0
     if argv[:1] == ["score"]:
-        from drift_eval.files import read_jsonl, write_json_atomic
-
         res = score(read_jsonl(OUT, "answer set", required=("id", "segments", "label")))
         for name, r in res.items():
             print(f"{name}: {r['accuracy']:.3f} of {r['n']} answers; wrong: {', '.join(r['wrong']) or '-'}")

@@ -26,7 +26,11 @@ import subprocess
 import sys
 import time
 
+from drift_eval.conversation import ConversationSpec, assistant_replies
 from drift_eval.files import read_json, write_json_atomic
+from drift_eval.plugin.local_models import smollm2_dir
+from drift_eval.plugin.request_types import CONVERSATION
+from drift_eval.taskdata.french import read_conversations, system_prompt
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODES = ("off", "on")
@@ -34,14 +38,11 @@ MODES = ("off", "on")
 
 def one(mode: str, args) -> dict:
     """One run in this process: per turn (wall s, CPU s), the whole run, the answers."""
-    import torch
-    from lm_eval.api.instance import Instance
+    import torch  # deferred, start-up: loads numpy, torch, tqdm
+    from lm_eval.api.instance import Instance  # deferred, start-up: loads lm_eval
 
-    from drift_eval.conversation import ConversationSpec, assistant_replies
-    from drift_eval.plugin.local_models import smollm2_dir
+    # deferred, start-up: loads huggingface_hub, jinja2, lm_eval, numpy, requests, tokenizers, torch, tqdm, transformers, yaml
     from drift_eval.plugin.model import HFDriftLM
-    from drift_eval.plugin.request_types import CONVERSATION
-    from drift_eval.taskdata.french import read_conversations, system_prompt
 
     torch.set_num_threads(1)
     system = system_prompt("en")

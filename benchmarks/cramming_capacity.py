@@ -20,6 +20,11 @@ import time
 
 import torch
 
+from drift_eval.measure import cramming as cr
+from drift_eval.metrics.accessibility import capacity_bound
+from drift_eval.plugin.local_models import smollm2_dir
+from support.models import tiny_model
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
@@ -35,9 +40,6 @@ def _brief(res: dict, seconds: float) -> dict:
 
 
 def main():
-    from drift_eval.measure import cramming as cr
-    from drift_eval.metrics.accessibility import capacity_bound
-
     ap = argparse.ArgumentParser()
     ap.add_argument("--tiny-ms", default="1,2,4,8")
     ap.add_argument("--tiny-lengths", default="1,2,3,4,6,8,12,16,24")
@@ -55,8 +57,6 @@ def main():
     out = {"bound_check": capacity_bound(2048, 50304).as_dict()}
     print(f"bound check: C = {out['bound_check']['C']:.1f} (d 2048, |V| 50304, eps = r/2048)")
 
-    from support.models import tiny_model
-
     model = cr.widen_init(tiny_model("llama", seed=0, layers=2), std=0.3, seed=0)
     settings = cr.Settings.from_options(ms=args.tiny_ms, lengths=args.tiny_lengths, strings=args.tiny_strings,
                                         max_steps=args.tiny_steps, patience=args.tiny_steps, targets="random")
@@ -68,9 +68,8 @@ def main():
     print(json.dumps({k: out["tiny_wide_init"][k] for k in ("line", "slope_ratio")}))
 
     if args.smollm2:
+        # deferred, start-up: loads huggingface_hub, jinja2, transformers, yaml
         from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        from drift_eval.plugin.local_models import smollm2_dir
 
         d = smollm2_dir()
         tok = AutoTokenizer.from_pretrained(d)

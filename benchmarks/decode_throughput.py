@@ -30,15 +30,18 @@ import sys
 import torch
 from _timing import rotated_rounds
 
+from _memory import peak_growth
+from drift_eval.files import read_json, write_json_atomic
+from drift_eval.measure import decode
+from drift_eval.plugin.local_models import smollm2_dir
+from drift_eval.taskdata.alpha import read_scenes
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _setup(samples, length):
+    # deferred, start-up: loads huggingface_hub, jinja2, transformers, yaml
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from drift_eval.measure import decode
-    from drift_eval.plugin.local_models import smollm2_dir
-    from drift_eval.taskdata.alpha import read_scenes
 
     d = smollm2_dir()
     tok = AutoTokenizer.from_pretrained(d)
@@ -49,9 +52,7 @@ def _setup(samples, length):
 
 
 def throughput(args):
-    from transformers import GenerationConfig
-
-    from drift_eval.measure import decode
+    from transformers import GenerationConfig  # deferred, start-up: loads huggingface_hub, jinja2, transformers, yaml
 
     torch.set_num_threads(args.threads)
     model, tok, scene, settings = _setup(args.samples, args.length)
@@ -89,10 +90,6 @@ def peak_memory_child(args):
     """Resident memory while one scene is measured (``_memory.peak_growth``), after one bare
     sampling batch of the same size has run (the first ``generate`` call keeps about 0.5 GiB
     of its own, whatever measures it)."""
-    from _memory import peak_growth
-
-    from drift_eval.measure import decode
-
     torch.set_num_threads(args.threads)
     model, tok, scene, settings = _setup(args.samples, args.length)
     rows = torch.tensor([decode.prompt_ids(tok, scene["base"])] * args.batch_size)
@@ -121,7 +118,6 @@ def main():
     args = p.parse_args()
     if args.child:
         return peak_memory_child(args)
-    from drift_eval.files import read_json, write_json_atomic
 
     path = os.path.join(HERE, "results", "decode_throughput.json")
     print(f"$ python benchmarks/decode_throughput.py --samples {args.samples} --length {args.length} "

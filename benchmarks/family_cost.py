@@ -28,6 +28,9 @@ import json
 import os
 import sys
 
+from drift_eval.files import write_json_atomic
+from drift_eval.taskdata.languages import read_conversations, read_requests
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 LANGS = 14
 WORKERS = 8  # the scoring pool's size on a machine with 8 cores or more (scoring.MAX_WORKERS)
@@ -42,9 +45,8 @@ GPU_TOKENS_PER_S = {
 
 def tokens() -> dict:
     """Generated tokens of the family, from the task definitions."""
+    # deferred, start-up: loads datasets, huggingface_hub, jinja2, lm_eval, numpy, pandas, requests, tqdm, yaml
     from lm_eval.tasks import TaskManager
-
-    from drift_eval.taskdata.languages import read_conversations, read_requests
 
     tasks = TaskManager().load(["drift_fr_single", "drift_fr_multiturn"])["tasks"]
     single_len = int(tasks["drift_fr_single"].config.generation_kwargs["max_gen_toks"])
@@ -100,7 +102,6 @@ def main(argv=None) -> int:
     print(json.dumps(out, indent=2))
     if args.json:
         sys.path.insert(0, HERE)
-        from drift_eval.files import write_json_atomic
 
         write_json_atomic(args.json, out, indent=2)
     return 0

@@ -31,6 +31,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _timing import rotated_rounds  # noqa: E402
 
 from drift_eval.files import write_json_atomic  # noqa: E402
+from drift_eval.conversation import ConversationSpec, dump_messages
+from drift_eval.errors import DriftUsageError
+from drift_eval.plugin import scoring
+from drift_eval.plugin.answers import Answer
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "docs", "results", "languages")
 LANGS = ["ar", "de", "es", "fr", "hi", "id", "it", "ja", "ko", "pt", "ru", "tr", "vi", "zh"]
@@ -47,9 +51,6 @@ def _samples(pattern: str) -> list[dict]:
 
 def planted(lang: str, scale: float, conversation_docs: list):
     """(single-turn answers, conversations) of ``lang``: planted as the docstring says."""
-    from drift_eval.conversation import ConversationSpec, dump_messages
-    from drift_eval.plugin.answers import Answer
-
     texts = [s["resps"][0][0] for s in _samples(f"*_single/{lang}/**/samples_drift_{lang}_single_*.jsonl")]
     if len(texts) < 16:
         raise SystemExit(f"error: too few committed answers of {lang} under {ROOT}")
@@ -75,8 +76,6 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", default="auto")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
-    from drift_eval.errors import DriftUsageError
-    from drift_eval.plugin import scoring
 
     try:
         workers = scoring.workers_setting(args.workers)
@@ -86,6 +85,7 @@ def main(argv=None) -> int:
     if not 0 < args.scale <= 1 or args.rounds < 1 or workers < 1:
         print("error: --scale must be in (0, 1], --rounds and --workers at least 1", file=sys.stderr)
         return 2
+    # deferred, start-up: loads datasets, huggingface_hub, jinja2, lm_eval, numpy, pandas, requests, tqdm, yaml
     from lm_eval.tasks import TaskManager
 
     names = [f"drift_{lang}_{kind}" for lang in LANGS for kind in ("single", "single_native", "multiturn")]

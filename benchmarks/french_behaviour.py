@@ -17,6 +17,8 @@ import os
 import subprocess
 import sys
 
+from drift_eval.settings import CompensationConfig
+
 METRICS = {
     "drift_french_single": ["fully_french", "french_fraction", "second_half_french", "echo_rate", "langdetect_french"],
     "drift_french_multiturn": ["french_turn_1", "last3_french", "all_turns_french", "leak_per_1000", "mean_words"],
@@ -24,8 +26,6 @@ METRICS = {
 
 
 def run(args, setting, task, limit, tokens):
-    from drift_eval.settings import CompensationConfig
-
     cfg = CompensationConfig.from_label(setting)
     out = os.path.join(args.out, cfg.folder(), task)
     if not glob.glob(os.path.join(out, "*", "results_*.json")):

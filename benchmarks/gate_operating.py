@@ -29,6 +29,9 @@ import time
 
 import numpy as np
 
+from drift_eval.decide.compare import Comparison, judge
+from drift_eval.metrics import paired, power, stats
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results", "gate_operating.json")
 SIZES = (36, 68, 100, 200, 400, 800)
@@ -47,9 +50,6 @@ class Gate:
         self.differences, self.mdes = {}, {}
 
     def comparison(self, x, y):
-        from drift_eval.decide.compare import Comparison
-        from drift_eval.metrics import paired, power
-
         n = int(x.size)
         up, down = int(np.sum((x == 1) & (y == 0))), int(np.sum((x == 0) & (y == 1)))
         key = (n, up, down)
@@ -61,8 +61,6 @@ class Gate:
                           float(y.mean()), self.differences[key], self.mdes[(n, up + down)], True)
 
     def statuses(self, runs, tolerance):
-        from drift_eval.decide.compare import judge
-
         out = {"pass": 0, "fail": 0, "underpowered": 0}
         for x, y in runs:
             out[judge(self.comparison(x, y), tolerance, "upper", "fail").status] += 1
@@ -85,8 +83,6 @@ def simulate(rng, n, background, regression, runs):
 def documents_needed(tolerance, background, top=5000):
     """The fewest documents whose MDE at this background disagreement is within the
     tolerance (so that a candidate without regression is not underpowered), by bisection."""
-    from drift_eval.metrics import power
-
     if power.mde_binary(top, background) > tolerance:
         return None
     lo, hi = 1, top
@@ -97,8 +93,6 @@ def documents_needed(tolerance, background, top=5000):
 
 
 def wilson_upper(k, n):
-    from drift_eval.metrics import stats
-
     return stats.wilson_interval(k, n)[1]
 
 

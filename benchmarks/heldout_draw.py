@@ -65,6 +65,12 @@ import sys
 
 from heldout_sets import (LABELS, MIN_COUNTS, ROOT, RUNS, SETS, collect, read_set, score, table, to_read,
                           write_documented, write_jsonl, write_manifest, write_set)
+from drift_eval.conversation import assistant_replies
+from drift_eval.files import read_jsonl, write_text_atomic
+from drift_eval.metrics import drift, langid
+from drift_eval.metrics.languages import TARGETS
+from drift_eval.metrics.text import WORD_RE
+from protocol_runs import publish as publish_run
 
 SEED = "43-2.3"
 #: rule 2.3's sets are larger than the earlier rules' (211 items): with about 125 items not
@@ -86,7 +92,6 @@ REPLIES = {"kept": 8, "left": 8, "degenerate": 4}
 
 def publish(runs: str, suffix: str = "") -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from protocol_runs import publish as publish_run
 
     for folder in sorted(glob.glob(os.path.join(runs, "*", "*", "*"))):
         model, kind, lang = os.path.relpath(folder, runs).split(os.sep)
@@ -96,17 +101,12 @@ def publish(runs: str, suffix: str = "") -> None:
 def _call(label) -> str | None:
     """The rule's call on a unit: kept, left, degenerate (a loop, made-up words, or
     unreadable: not kept, and not left), or None for code (neither kept nor lost)."""
-    from drift_eval.metrics import langid
-
     return {langid.KEPT: "kept", langid.LEFT: "left", langid.DEGENERATE: "degenerate",
             langid.UNREADABLE: "degenerate"}.get(label.status)
 
 
 def units(lang: str, runs: tuple[str, ...] = DRAW_RUNS) -> list[dict]:
     """Every unit of the fresh answers of ``lang`` in ``runs``: {source, unit, context, text, call}."""
-    from drift_eval.conversation import assistant_replies
-    from drift_eval.metrics import drift, langid
-
     out, seen = [], set()
     for path in sorted(glob.glob(os.path.join(RUNS, "*", lang, "*", "samples_*.jsonl"))):
         run = os.path.relpath(path, RUNS).split(os.sep)[0]
@@ -150,8 +150,6 @@ def _synthetic(lang: str, written: list[dict], rng: random.Random, n: int) -> li
     """``n`` degenerate segments made from written ones: made-up words (each word's letters
     shuffled; for Chinese and Japanese the characters of the whole segment), or a loop (one
     of its sentences repeated to the segment's length)."""
-    from drift_eval.metrics.text import WORD_RE
-
     out = []
     pool = [w for w in written if w["kind"] == "prose"] or written
     for i in range(n):
@@ -310,10 +308,6 @@ def _origins(strata: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from drift_eval.files import write_text_atomic
-    from drift_eval.metrics import langid
-    from drift_eval.metrics.languages import TARGETS
-
     if argv[:1] == ["publish"] and len(argv) in (2, 3):
         if len(argv) == 3 and argv[2] != "_more":
             print("heldout_draw: publish RUNS [_more] (the later eight-turn runs)", file=sys.stderr)
@@ -337,7 +331,6 @@ def main(argv: list[str]) -> int:
                 write_jsonl(os.path.join(out, f"{lang}.jsonl"), due)
                 print(f"{lang}: {len(due)} items for reading {k}")
                 continue
-            from drift_eval.files import read_jsonl
 
             rows = read_jsonl(os.path.join(out, f"{lang}.labels.jsonl"), "labels")
             print(f"{lang}: reading {k} of {collect(lang, k, {r['id']: r for r in rows})} items collected")

@@ -30,6 +30,9 @@ import subprocess
 import sys
 import time
 
+from drift_eval.metrics.languages import TARGETS
+from drift_eval.plugin.local_models import smollm2_dir
+
 SINGLE = "37-108"         # requests of the bank (1-based, inclusive) for the rule 2.0 draw
 CONVERSATIONS = "9-16"    # conversations of the bank for the rule 2.0 draw
 QWEN_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
@@ -37,8 +40,6 @@ QWEN_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 
 def _model_args(model: str, spec: str | None) -> str:
     if model == "smollm2":
-        from drift_eval.plugin.local_models import smollm2_dir
-
         return f"pretrained={smollm2_dir()}"
     if not spec or not os.path.isfile(os.path.join(spec, QWEN_FILE)):
         sys.exit(f"heldout_runs: qwen needs qwen=DIR, the folder of {QWEN_FILE}")
@@ -80,8 +81,6 @@ def _run(out: str, model: str, args: str, lang: str, kind: str, single: list[int
 
 
 def main(argv=None) -> int:
-    from drift_eval.metrics.languages import TARGETS
-
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("out")
     p.add_argument("--models", default="smollm2", help="smollm2 and/or qwen=DIR, comma-separated")

@@ -19,9 +19,15 @@ import json
 import os
 import random
 import sys
+from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import heldout_sets as H  # noqa: E402
+from drift_eval.conversation import assistant_replies
+from drift_eval.files import read_json, read_jsonl, write_text_atomic
+from drift_eval.metrics import drift, langid
+from drift_eval.metrics.languages import TARGETS
+from drift_eval.metrics.text import ngrams, repeated_shares, words
 
 SEED = 4343
 PATH = os.path.join(H.TUNING_SETS, "second_reading.json")
@@ -30,9 +36,6 @@ RESULTS = os.path.join(H.ROOT, "benchmarks", "results", "langid_second_reading.j
 
 def pieces(item: dict, where: dict | None, lang: str, answers: dict) -> tuple[list[str], int]:
     """The pieces of the answer an item belongs to, as the rule scores them, and its index."""
-    from drift_eval.conversation import assistant_replies
-    from drift_eval.metrics import drift, langid
-
     if where is None:
         return [item["text"]], 0
     answer = H.answer_of(where, lang, answers, H.TUNING_RUNS)
@@ -45,10 +48,6 @@ def pieces(item: dict, where: dict | None, lang: str, answers: dict) -> tuple[li
 def covered(parts: list[str], idx: int, n: int = 4) -> float:
     """The share of piece ``idx``'s words inside a word ``n``-gram that occurs at least twice
     in the text up to the end of that piece (the first occurrence counts too)."""
-    from collections import Counter
-
-    from drift_eval.metrics.text import ngrams, words
-
     before = [w for p in parts[:idx] for w in words(p)]
     ws = before + words(parts[idx])
     grams = ngrams(ws, n)
@@ -63,8 +62,6 @@ def covered(parts: list[str], idx: int, n: int = 4) -> float:
 
 def select(lang: str, answers: dict) -> list[dict]:
     """The items of ``lang``'s set read twice, in the set's order."""
-    from drift_eval.metrics.text import repeated_shares
-
     items, manifest = H.read_set(lang, H.TUNING_SETS)
     strata = manifest["languages"][lang]["items"]
     out = []
@@ -81,8 +78,6 @@ def select(lang: str, answers: dict) -> list[dict]:
 
 def blind() -> dict:
     """``{lang: [(new id, item without label or note)]}``, shuffled and renamed."""
-    from drift_eval.metrics.languages import TARGETS
-
     rng, answers, out = random.Random(SEED), {}, {}
     for lang in TARGETS:
         chosen = [dict(i, label=None, note=None) for i in select(lang, answers)]
@@ -92,8 +87,6 @@ def blind() -> dict:
 
 
 def read() -> dict:
-    from drift_eval.files import read_json
-
     return read_json(PATH, "second reading", expect=dict)
 
 
@@ -103,8 +96,6 @@ def score(tuning: dict | None = None) -> dict:
     the items read once), and the rule against the labels both readers give. ``tuning``:
     ``heldout_sets.score(tuning="2.0")`` of every language, where it is at hand (the rule's
     calls follow from its ``wrong`` items)."""
-    from drift_eval.metrics.languages import TARGETS
-
     second, answers, out = read(), {}, {}
     for lang in TARGETS:
         items, _ = H.read_set(lang, H.TUNING_SETS)
@@ -145,8 +136,6 @@ def table(results: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from drift_eval.files import read_jsonl, write_text_atomic
-
     if argv[:1] == ["prepare"] and len(argv) == 2:
         if not os.path.isdir(argv[1]):
             print(f"heldout_second_reading: {argv[1]!r} is not a folder", file=sys.stderr)

@@ -8,6 +8,13 @@ import glob
 import json
 import os
 
+from drift_eval.conversation import assistant_replies
+from drift_eval.files import read_json, read_jsonl, write_text_atomic
+from drift_eval.metrics import drift, langid
+from drift_eval.metrics.languages import TARGETS
+from drift_eval.reports.text import short
+from results_tables import MARK
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -42,8 +49,6 @@ BOUND = 0.93
 def read_set(lang: str, sets: str = SETS) -> tuple[list, dict]:
     """(the labelled items of ``lang``, ``draw.json``), of the held-out sets or, with
     ``sets=TUNING_SETS``, of the tuning sets."""
-    from drift_eval.files import read_json, read_jsonl
-
     manifest = read_json(os.path.join(sets, "draw.json"), "held-out manifest", expect=dict)
     return read_jsonl(os.path.join(sets, f"{lang}.jsonl"), "held-out set"), manifest
 
@@ -72,9 +77,6 @@ def not_kept(item: dict, where: dict | None, lang: str, answers: dict, runs: str
     """The rule's call on a held-out item, scored as the task scores it: a segment with its
     whole answer in view, a reply alone, a written, synthetic or transplanted text alone; True
     when it is not kept (left, degenerate or unreadable; code is neither, so not "not kept")."""
-    from drift_eval.conversation import assistant_replies
-    from drift_eval.metrics import drift, langid
-
     if where is None:
         label = langid.label_segments([item["text"]], lang)[0]
     else:
@@ -110,7 +112,7 @@ def score(lang: str, answers: dict | None = None, tuning: str | None = None) -> 
 def agreement(truth: list, called: list) -> dict:
     """How far ``called`` finds the "not kept" items of ``truth`` (True: not kept): precision
     and recall with their Wilson 95% lower bounds, and the false alarms and misses."""
-    from drift_eval.metrics import stats
+    from drift_eval.metrics import stats  # deferred, start-up: loads numpy
 
     tp = sum(t and c for t, c in zip(truth, called))
     fp = sum(c and not t for t, c in zip(truth, called))
@@ -125,8 +127,6 @@ METRICS_DOC = os.path.join(ROOT, "docs", "metrics.md")
 
 def table(results: dict) -> str:
     """The per-language figures as docs/metrics.md gives them."""
-    from drift_eval.reports.text import short
-
     lines = ["| language | items | kept / left / degenerate / unreadable (labels) | real answers | precision (lower bound) "
              "| recall (lower bound) | wrong |", "|---|---|---|---|---|---|---|"]
     for lang, r in results.items():
@@ -140,18 +140,12 @@ def table(results: dict) -> str:
 def documented(name: str = "langid_heldout") -> str | None:
     """The table ``name`` as docs/metrics.md holds it between the markers the published
     tables use (``results_tables.MARK``); None without them."""
-    from results_tables import MARK
-
     with open(METRICS_DOC, encoding="utf-8") as fh:
         return next((m.group("body") for m in MARK.finditer(fh.read()) if m.group("name") == name), None)
 
 
 def write_documented(name: str, body: str) -> None:
     """docs/metrics.md with the table ``name`` replaced by ``body``."""
-    from results_tables import MARK
-
-    from drift_eval.files import write_text_atomic
-
     with open(METRICS_DOC, encoding="utf-8") as fh:
         doc = fh.read()
     write_text_atomic(METRICS_DOC, MARK.sub(lambda m: m.group(1) + body + m.group(4)
@@ -164,8 +158,6 @@ READINGS = "readings.json"  # beside the sets
 def read_readings(sets: str = SETS) -> dict:
     """``{lang: {item id: [first, second] or [first, second, third]}}``: every reading of the
     held-out sets, or of the tuning sets ``sets`` (rule 2.2's: ``TUNING["2.2"][1]``)."""
-    from drift_eval.files import read_json
-
     path = os.path.join(sets, READINGS)
     return read_json(path, "held-out readings", expect=dict) if os.path.exists(path) else {}
 
@@ -174,8 +166,6 @@ def labels_not_from_readings(sets: str = SETS) -> list:
     """``(lang, item id, readings)`` of every item of ``sets`` whose label does not follow
     from its readings: two that agree, or two that differ and a third that decides
     (``adjudicated``). Empty when every label does."""
-    from drift_eval.metrics.languages import TARGETS
-
     readings, wrong = read_readings(sets), []
     for lang in TARGETS:
         for item in read_set(lang, sets)[0]:
@@ -217,8 +207,6 @@ def collect(lang: str, k: int, labels: dict) -> int:
     """Reading ``k`` of ``lang`` (``{id: {"label", "note"}}``) into ``readings.json`` and the
     set's labels (``adjudicated``; the first reading's note, or the third's where it
     decides). Every item due for reading ``k`` must be in it, with a known label."""
-    from drift_eval.files import write_text_atomic
-
     items, _ = read_set(lang)
     everything = read_readings()
     mine = everything.setdefault(lang, {})
@@ -242,8 +230,6 @@ def collect(lang: str, k: int, labels: dict) -> int:
 
 
 def write_jsonl(path: str, items: list[dict]) -> None:
-    from drift_eval.files import write_text_atomic
-
     write_text_atomic(path, "".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items))
 
 
@@ -252,7 +238,5 @@ def write_set(lang: str, items: list[dict]) -> None:
 
 
 def write_manifest(manifest: dict) -> None:
-    from drift_eval.files import write_text_atomic
-
     write_text_atomic(os.path.join(SETS, "draw.json"),
                       json.dumps(manifest, ensure_ascii=False, indent=1, sort_keys=True) + "\n")

@@ -22,6 +22,8 @@ import os
 import random
 import sys
 
+from drift_eval.metrics import langid
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNS = os.path.join(ROOT, "docs", "results", "languages", "qwen_single")
 SETS = os.path.join(ROOT, "tests", "data", "langid")
@@ -40,8 +42,6 @@ def _answers(lang: str):
 
 
 def draw(lang: str) -> list[dict]:
-    from drift_eval.metrics import langid
-
     with open(os.path.join(SETS, f"{lang}.jsonl"), encoding="utf-8") as fh:
         known = {json.loads(line)["text"] for line in fh if line.strip()}
     pool, seen = [], set()

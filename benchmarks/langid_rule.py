@@ -12,6 +12,7 @@ scored twice, with the rule and with plain fastText labels, and the answers whos
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 from dataclasses import asdict
 
@@ -28,8 +29,6 @@ DECIDERS = {
 
 def _answers(folder: str):
     """(run file, doc_id, answer text) of every drift_french_single sample under ``folder``."""
-    import glob
-
     for path in sorted(glob.glob(os.path.join(folder, "**", "samples_drift_french_single_*.jsonl"), recursive=True)):
         for s in read_jsonl(path, "samples file", required=("doc_id", "resps")):
             text = s["resps"][0][0] if isinstance(s["resps"][0], list) else s["resps"][0]

@@ -55,11 +55,14 @@ import tempfile
 
 import torch
 from _timing import rotated_rounds
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+from drift_eval.anatomy import attention_modules
 from drift_eval.compensation import bias as comp
 from drift_eval.compensation.spans import system_span_end, token_count_before
 from drift_eval.files import prose_text, read_json, write_json_atomic
+from drift_eval.plugin.generation import cache_kwarg, reserved_cache
 from drift_eval.plugin.local_models import smollm2_dir
 from drift_eval.settings import CompensationConfig
 from drift_eval.taskdata.french import read_requests, system_prompt
@@ -141,11 +144,6 @@ def part_generation(args) -> dict:
 
 
 def part_profile(args) -> dict:
-    from transformers import DynamicCache
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-    from drift_eval.anatomy import attention_modules
-
     tok, model, state = _load()
     attn = attention_modules(model)
     a0 = attn[0]
@@ -212,7 +210,7 @@ def part_profile(args) -> dict:
 def _request_prompts(args):
     """hf-drift on the bundled model, and the first ``--requests`` drift_french_single
     requests rendered with its chat template."""
-    from drift_eval.plugin.model import HFDriftLM
+    from drift_eval.plugin.model import HFDriftLM  # deferred, start-up: loads lm_eval, requests
 
     lm = HFDriftLM(pretrained=smollm2_dir(), device="cpu", batch_size=args.batch_size)
     docs = read_requests()[: args.requests]
@@ -226,8 +224,6 @@ def _raw_generate(model, tok, prompts, batch_size: int, tokens: int, cache=None)
     left as lm-eval pads (a decoder-only model generates wrongly after right padding).
     ``cache``: None (transformers' own DynamicCache) or a function of the call's total
     length that returns the cache object to pass."""
-    from drift_eval.plugin.generation import cache_kwarg
-
     def run():
         for b in range(0, len(prompts), batch_size):
             enc = tok(prompts[b:b + batch_size], return_tensors="pt", padding=True, padding_side="left",
@@ -262,8 +258,6 @@ def child_raw(args) -> None:
     ``--requests`` drift_french_single requests with its chat template, and generate
     ``--sweep-tokens`` tokens for each in batches of ``--batch-size`` (``--cache``: whose
     key/value cache)."""
-    from drift_eval.plugin.generation import reserved_cache
-
     d = smollm2_dir()
     tok = AutoTokenizer.from_pretrained(d)
     model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
@@ -339,7 +333,7 @@ def part_path(args) -> dict:
     batching, the drift wrappers) against raw ``model.generate`` on the same rendered prompts
     and batch, at ``--path-tokens`` forced tokens: the per-step cost of the sweep's
     generation path, without model load or scoring."""
-    from lm_eval.api.instance import Instance
+    from lm_eval.api.instance import Instance  # deferred, start-up: loads lm_eval
 
     lm, docs, prompts = _request_prompts(args)
     n = args.path_tokens

@@ -42,8 +42,8 @@ def pair(folder: str, task: str, base_folder: str, base_task: str, metrics: list
          setting: str = "none") -> str:
     """Paired differences ``task − base_task`` per metric, on the documents both logged
     (matched by ``doc_id``: the tasks share their documents' order)."""
-    from drift_eval.decide.compare import shared_documents
-    from drift_eval.metrics import paired
+    from drift_eval.decide.compare import shared_documents  # deferred, start-up: loads numpy
+    from drift_eval.metrics import paired  # deferred, start-up: loads numpy
 
     runs = []
     for f, t in ((folder, task), (base_folder, base_task)):

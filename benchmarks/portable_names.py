@@ -9,10 +9,12 @@ import json
 import os
 import re
 
-from drift_eval.resultfiles.names import converted_gguf
-from drift_eval.resultfiles.runfile import read_run_file, results_files
 from drift_eval.errors import DriftUsageError
 from drift_eval.files import read_text, write_text_atomic
+from drift_eval.plugin.local_models import gguf_content_key, smollm2_gguf
+from drift_eval.plugin.sweep_folder import model_folder
+from drift_eval.resultfiles.names import converted_gguf
+from drift_eval.resultfiles.runfile import read_run_file, results_files
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -30,8 +32,6 @@ def _machine_path(text: str) -> bool:
 def gguf_keys(files=()) -> dict:
     """GGUF file name (without ``.gguf``) -> content key, for the bundled SmolLM2 (when
     installed) and each of ``files``."""
-    from drift_eval.plugin.local_models import gguf_content_key, smollm2_gguf
-
     paths = list(files)
     try:
         paths.insert(0, os.path.join(*smollm2_gguf()))
@@ -77,7 +77,7 @@ def portable(text: str, key: str, keys: dict) -> str:
 def _portable_tree(obj, keys: dict, key: str = ""):
     """``obj`` with every string value in its portable form (``model_args`` written as
     ``k=v,...`` too, and lm-eval's ``model_name_sanitized`` following its ``model_name``)."""
-    from lm_eval.utils import sanitize_model_name
+    from lm_eval.utils import sanitize_model_name  # deferred, start-up: loads jinja2, lm_eval, numpy, requests, yaml
 
     if isinstance(obj, dict):
         out = {k: _portable_tree(v, keys, k) for k, v in obj.items()}
@@ -138,8 +138,6 @@ def relabel(paths, gguf_files=()) -> list:
     """Relabel every JSON and JSON-lines file under ``paths`` (files or folders) in place,
     then rename model folders to the readable name; returns the lines it printed. Every
     file is read and checked before any is written."""
-    from drift_eval.plugin.sweep_folder import model_folder
-
     keys = gguf_keys(gguf_files)
     files = []
     for p in paths:

@@ -65,13 +65,16 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 
-from drift_eval.plugin import answer_cache
-from drift_eval.resultfiles.manifest import read_manifest
 from drift_eval.errors import DriftUsageError
 from drift_eval.files import atomic_open, read_jsonl, write_text_atomic
+from drift_eval.plugin import answer_cache
+from drift_eval.resultfiles.manifest import read_manifest
 
 from paired_tables import pair, table  # beside this script
+from drift_eval.plugin.local_models import save_untrained_twin, smollm2_dir
+from drift_eval.plugin.sweep import SweepOptions, run_sweep
 from portable_names import relabel
 
 
@@ -188,13 +191,14 @@ def replay(published: str, run: str, model_args: str = "") -> None:
     under its request as the backend takes it (the forced length under the backend's own
     name, with the model's end-of-turn ids), which the drift wrapper prepares here as in
     the run, and its tokenizer cuts where an answer wanted to end."""
-    from lm_eval.api.instance import Instance
-    from lm_eval.api.model import hash_args
+    from lm_eval.api.instance import Instance  # deferred, start-up: loads lm_eval
+    from lm_eval.api.model import hash_args  # deferred, start-up: loads jinja2, lm_eval, numpy, requests, tqdm, yaml
+    # deferred, start-up: loads jinja2, lm_eval, numpy, requests, yaml
     from lm_eval.utils import simple_parse_args_string
 
-    from drift_eval.plugin.local_models import smollm2_dir
+    # deferred, start-up: loads huggingface_hub, jinja2, lm_eval, numpy, requests, tokenizers, torch, tqdm, transformers, yaml
     from drift_eval.plugin.model import HFDriftLM
-    from drift_eval.plugin.wrapper import DriftLM
+    from drift_eval.plugin.wrapper import DriftLM  # deferred, start-up: loads jinja2, lm_eval, numpy, requests, yaml
 
     found = sorted(glob.glob(os.path.join(published, "*", "*", "samples_*.jsonl")))
     if not found:
@@ -229,12 +233,8 @@ def rescore(published: str, model_args: str = "", batch_size: int = 36) -> None:
     ``pretrained`` and ``gguf_file``: the published names are portable, not paths here);
     default: the bundled SmolLM2-135M-Instruct. The run's wall-clock stays the one of the run
     that made the answers (``run.json``)."""
-    import tempfile
-
+    # deferred, start-up: loads jinja2, lm_eval, numpy, requests, yaml
     from lm_eval.utils import simple_parse_args_string
-
-    from drift_eval.plugin.local_models import smollm2_dir
-    from drift_eval.plugin.sweep import SweepOptions, run_sweep
 
     manifest = read_manifest(published)
     if manifest is None:
@@ -324,8 +324,6 @@ def main():
     args = ap.parse_args()
     try:
         if args.cmd == "twin":
-            from drift_eval.plugin.local_models import save_untrained_twin, smollm2_dir
-
             print(save_untrained_twin(args.model or smollm2_dir(), args.dest))
         elif args.cmd == "publish":
             publish(args.src, args.dest)

@@ -16,6 +16,8 @@ import os
 import subprocess
 import sys
 
+from drift_eval.plugin.local_models import smollm2_dir
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 DRIFT_EVAL = os.path.join(os.path.dirname(sys.executable), "drift-eval")
 
@@ -32,10 +34,9 @@ def twin(folder: str) -> str:
     """The random-init twin of the bundled model, saved once."""
     if os.path.isfile(os.path.join(folder, "config.json")):
         return folder
-    import torch
+    import torch  # deferred, start-up: loads numpy, torch, tqdm
+    # deferred, start-up: loads huggingface_hub, jinja2, numpy, tqdm, transformers, yaml
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    from drift_eval.plugin.local_models import smollm2_dir
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(smollm2_dir()), dtype=torch.float32)
@@ -51,7 +52,6 @@ def main():
     ap.add_argument("--batch-size", type=int, default=12)
     ap.add_argument("--out", required=True, help="a folder for the sweeps, the policy and the report")
     args = ap.parse_args()
-    from drift_eval.plugin.local_models import smollm2_dir
 
     os.makedirs(args.out, exist_ok=True)
     models = {"baseline": smollm2_dir(), "candidate": twin(os.path.join(args.out, "smollm2-random-init"))}

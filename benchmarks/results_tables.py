@@ -13,11 +13,16 @@ otherwise) with its p and the p adjusted (Benjamini–Hochberg) over the compari
 table that are one family. Pure Python over the results: no model is loaded."""
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import os
 import re
 import sys
 
+from drift_eval.decide.results import load_output
+from drift_eval.files import read_text, write_text_atomic
+from drift_eval.metrics.drift import CAUSES
 from drift_eval.reports.text import estimate, interval, pvalue, short
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
@@ -32,8 +37,6 @@ def _results(root: str) -> str:
 
 
 def _load(*parts):
-    from drift_eval.decide.results import load_output
-
     return load_output(os.path.join(*parts))
 
 
@@ -54,15 +57,13 @@ def _change(d) -> str:
 
 
 def _causes(out, task: str, setting: str = "none") -> str:
-    from drift_eval.metrics.drift import CAUSES
-
     return " / ".join(short(out.metric(task, f"not_kept_{c}", setting).value) for c in CAUSES)
 
 
 def drift_french(root: str) -> str:
     """drift_french at task 4.0: SmolLM2's five settings, the re-injection control and Qwen's
     two runs; each setting against ``none`` on the same documents, adjusted over those 10."""
-    from drift_eval.metrics import paired
+    from drift_eval.metrics import paired  # deferred, start-up: loads numpy
 
     res = _results(root)
     smol, qs, qm = (_load(res, "smollm2_drift_french"), _load(res, "qwen_single_v3"),
@@ -97,8 +98,8 @@ def drift_french(root: str) -> str:
 
 def _control(control, task: str, plain, metric: str):
     """A control task against the plain eight-turn task, ``none`` of both, paired by document."""
-    from drift_eval.decide.compare import shared_documents
-    from drift_eval.metrics import paired
+    from drift_eval.decide.compare import shared_documents  # deferred, start-up: loads numpy
+    from drift_eval.metrics import paired  # deferred, start-up: loads numpy
 
     a = control.metric(task, metric, "none")
     b = plain.metric("drift_french_multiturn", metric, "none")
@@ -181,8 +182,8 @@ def languages_runs(root: str) -> str:
 def languages_pairs(root: str) -> str:
     """Qwen against SmolLM2 per language on the same requests: answers fully kept, paired
     (exact McNemar), adjusted over the 14 languages."""
-    from drift_eval.decide.compare import shared_documents
-    from drift_eval.metrics import paired
+    from drift_eval.decide.compare import shared_documents  # deferred, start-up: loads numpy
+    from drift_eval.metrics import paired  # deferred, start-up: loads numpy
 
     runs = _language_runs(root)
     diffs = []
@@ -236,10 +237,6 @@ def figures(root: str) -> dict:
 
 
 def _before(root: str) -> dict:
-    import json
-
-    from drift_eval.files import read_text
-
     return json.loads(read_text(os.path.join(root, BEFORE), "figures file"))["runs"]
 
 
@@ -275,10 +272,6 @@ def languages_change(root: str) -> str:
     """Each language run before task 2.0 (``before_2.0.json``: its results at 1.1, the
     eight-turn ones at 1.0), at 2.2 (``before_2.3.json``: segment rule 2.2) and now: what
     moved, and by which cause."""
-    import json
-
-    from drift_eval.files import read_text
-
     first = json.loads(read_text(os.path.join(_results(root), "languages", "before_2.0.json"), "figures file"))["runs"]
     second, now = _before(root), figures(root)
     lines = ["| model | language | fully in L at 1.1 (undetermined left out) | fully kept: 2.2 → 2.3 | "
@@ -310,7 +303,7 @@ def languages_by_kind(root: str) -> str:
     """The single-turn answers of all 14 languages pooled by the kind of request (the bank's
     ``kind``: explain, list, code, story, compare, steps, table, names), per model: answers
     fully kept in L (Wilson) and the time in L (the exact interval of the shares' sum)."""
-    from drift_eval.metrics import stats
+    from drift_eval.metrics import stats  # deferred, start-up: loads numpy
 
     runs = _language_runs(root)
     kinds: dict = {}
@@ -355,10 +348,6 @@ def regenerate(text: str, root: str, cache: dict) -> str:
 
 
 def main(argv=None) -> int:
-    import argparse
-
-    from drift_eval.files import read_text, write_text_atomic
-
     p = argparse.ArgumentParser(prog="python benchmarks/results_tables.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--root", default=ROOT, help="the repository (default: this checkout)")
     mode = p.add_mutually_exclusive_group(required=True)

@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
 from support.models import NO_SYSTEM_TEMPLATE, model_with_template  # noqa: E402
 from support.servers import LlamaServer  # noqa: E402
+from drift_eval.plugin.local_models import smollm2_dir, smollm2_gguf
 
 KEYS = ("doc_id", "arguments", "resps", "filtered_resps", "doc_hash", "prompt_hash", "target")
 SETTINGS = (("none", "compensation=none"), ("log_0.25", "compensation=log,strength=0.25"),
@@ -54,8 +55,6 @@ def _lm_eval(out: str, name: str, model: str, model_args: str, limit: int, max_g
 
 
 def run(out: str, limit: int, max_gen_toks: int) -> None:
-    from drift_eval.plugin.local_models import smollm2_dir, smollm2_gguf
-
     os.makedirs(out, exist_ok=True)
     model = smollm2_dir()
     hf = ("--device", "cpu", "--batch_size", "2")
@@ -67,6 +66,7 @@ def run(out: str, limit: int, max_gen_toks: int) -> None:
     _lm_eval(out, "hf-drift_no-system", "hf-drift", f"pretrained={no_system},compensation=log,strength=0.25", limit,
              max_gen_toks, hf)
     try:
+        # deferred, optional: llama-cpp-python[server]
         import llama_cpp.server  # noqa: F401
     except ImportError:
         print("local-chat-completions: skipped (llama-cpp-python[server] is not installed)")

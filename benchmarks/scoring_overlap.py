@@ -19,6 +19,8 @@ import os
 import re
 import sys
 
+from drift_eval.files import write_json_atomic
+
 SUMMARY = re.compile(
     r"drift tasks: (?P<wall>[\d.]+) s, of which generation (?P<generation>[\d.]+) s \((?P<answers>\d+) answers, "
     r"(?P<tokens>[\d,]+) tokens(?: in the \d+ of known length)?\); scoring: (?P<documents>\d+) documents, (?P<aside>[\d.]+) s of CPU in the scoring "
@@ -61,7 +63,6 @@ def main(argv=None) -> int:
     print(json.dumps(row))
     if args.json:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        from drift_eval.files import write_json_atomic
 
         rows = []
         if os.path.isfile(args.json):

@@ -33,6 +33,9 @@ import subprocess
 import sys
 import time
 
+from drift_eval.files import write_json_atomic
+from drift_eval.metrics import crosscheck
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "results", "languages")
 LANGS = ["ar", "de", "es", "fr", "hi", "id", "it", "ja", "ko", "pt", "ru", "tr", "vi", "zh"]
 FIGURES = ("short", "long_cold", "long_warm")
@@ -52,10 +55,8 @@ def answers(lang: str) -> list[tuple[str, int]]:
 
 def _clear_caches() -> None:
     """Empty every cache the scoring keeps between answers (those a package has)."""
-    from drift_eval.metrics import crosscheck
-
     crosscheck.clear_cache()
-    try:
+    try:  # deferred, optional: a package from before the Chinese word blocks has no wordcut
         from drift_eval.metrics import wordcut
     except ImportError:  # a baseline from before the Chinese word blocks were kept
         return
@@ -64,6 +65,7 @@ def _clear_caches() -> None:
 
 def worker(n_answers: int) -> dict:
     """One round in this process: {language: {figure: milliseconds}}."""
+    # deferred, start-up: loads datasets, huggingface_hub, jinja2, lm_eval, numpy, pandas, requests, tqdm, yaml
     from lm_eval.tasks import TaskManager, get_task_dict
 
     tasks = get_task_dict([f"drift_{lang}_single" for lang in LANGS], TaskManager())
@@ -126,7 +128,6 @@ def main(argv=None) -> int:
         print(json.dumps(worker(args.answers)))
         return 0
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from drift_eval.files import write_json_atomic
 
     packages = [("after", None)] + ([("before", args.baseline)] if args.baseline else [])
     rounds: dict = {name: [] for name, _ in packages}

@@ -25,11 +25,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import site
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from drift_eval.files import write_text_atomic
 
 EDITABLE = "__editable___lm_eval_drift"
 
@@ -44,8 +47,6 @@ TIME_THE_LINE = (
 
 def installed_folder() -> str | None:
     """The site-packages folder that holds the installed ``.pth`` (None: not installed)."""
-    import site
-
     return next((d for d in site.getsitepackages() if os.path.isfile(os.path.join(d, PTH))), None)
 
 
@@ -135,8 +136,6 @@ def main(argv=None) -> int:
           f"{whole['bare_environment_median_ms']:.1f} ms (medians); per-round difference: median "
           f"{whole['difference_median_ms']:.2f} ms, 90th percentile {whole['difference_p90_ms']:.2f} ms")
     if args.json:
-        from drift_eval.files import write_text_atomic
-
         write_text_atomic(args.json, json.dumps(res, indent=2) + "\n")
     return 0
 

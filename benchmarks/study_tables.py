@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+from drift_eval.files import read_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = (("trained", "trained"), ("random_init", "random init"))
 PUBLISHED = {"detail": "not decodable (text)", "paraphrase": "not decodable (text)", "genre": "not decodable (text)",
@@ -22,8 +24,7 @@ def _f(v, d=3):
 
 
 def decode_tables() -> str:
-    from drift_eval.files import read_json
-    from drift_eval.measure.decode import summarise
+    from drift_eval.measure.decode import summarise  # deferred, start-up: loads numpy, torch, tqdm
 
     out = []
     for key, name in MODELS:
@@ -68,8 +69,6 @@ def _langs(to: dict, most: int = 5) -> str:
 
 
 def decomposition_tables(every: int = 3) -> str:
-    from drift_eval.files import read_json
-
     path = os.path.join(HERE, "results", "alpha_decomposition.json")
     if not os.path.isfile(path):
         return ""

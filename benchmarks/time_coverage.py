@@ -29,15 +29,15 @@ import sys
 
 import numpy as np
 
+from drift_eval.conversation import assistant_replies
+from drift_eval.metrics import conversation, drift, stats
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 SIZES = {"multiturn": (8, 100), "single": (36, 200)}
 
 
 def populations() -> dict:
     """``{name: (kind, values)}``: each committed run's per-sample time in the language."""
-    from drift_eval.conversation import assistant_replies
-    from drift_eval.metrics import conversation, drift
-
     out = {}
     patterns = [("languages", os.path.join(ROOT, "docs", "results", "languages", "*_*", "*", "none", "*",
                                            "samples_drift_*_*.jsonl")),
@@ -70,8 +70,6 @@ def coverage(values, n: int, reps: int, seed: int = 0) -> dict:
     """The share of ``reps`` samples of ``n`` whose interval holds the population mean, for
     the interval shown (the exact one of the shares' sum), the percentile bootstrap that
     shares get otherwise, Wilson's on the sum, and lm-eval's ±1.96 standard errors."""
-    from drift_eval.metrics import stats
-
     rng = np.random.default_rng(seed)
     pop = np.asarray(values, dtype=float)
     truth = float(pop.mean())

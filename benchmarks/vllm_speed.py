@@ -41,9 +41,10 @@ def main(argv=None) -> int:
         print("error: --new-tokens and --rounds must be at least 1", file=sys.stderr)
         return 2
 
-    import torch
+    import torch  # deferred, start-up: loads numpy, torch, tqdm
+    # deferred, start-up: loads huggingface_hub, jinja2, numpy, tqdm, transformers, yaml
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from vllm import LLM, SamplingParams, TokensPrompt
+    from vllm import LLM, SamplingParams, TokensPrompt  # deferred, optional dependency: vllm
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     path = smollm2_dir()

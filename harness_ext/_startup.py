@@ -22,19 +22,21 @@ _TARGETS = ("lm_eval.tasks.manager", "lm_eval.models", "lm_eval.evaluator")
 
 
 def _after_tasks_manager(module):
+    # deferred, start-up: keeps lm-eval's start-up line light
     from drift_eval.plugin.registration import index_entry_point_folders
 
     index_entry_point_folders(module)
 
 
 def _after_models(module):
+    # deferred, start-up: keeps lm-eval's start-up line light
     from drift_eval.plugin.registration import register_models
 
     register_models(module)
 
 
 def _after_evaluator(module):
-    from drift_eval.plugin.registration import wrap_evaluate
+    from drift_eval.plugin.registration import wrap_evaluate  # deferred, start-up: keeps lm-eval's start-up line light
 
     wrap_evaluate(module)
 

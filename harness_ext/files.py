@@ -13,6 +13,7 @@ moving damaged files aside, a folder lock, and the shipped prose. Pure Python, n
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import tempfile
@@ -167,8 +168,6 @@ def move_aside(path: str, suffix: str = DAMAGED) -> str:
 def _locked(path: str, busy: str | None):
     """Hold an exclusive ``flock`` on the file ``path`` (created, left in place, empty) for
     the block. ``busy`` None: wait for the holder; otherwise refuse at once with ``busy``."""
-    import fcntl
-
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)

@@ -109,7 +109,7 @@ def fit_n50(lengths: Sequence[float], accessibility: Sequence[float]) -> dict:
     guess = _crossing(n, a)
     if n.size < 3:
         return {"status": "interpolated", "n50": guess, "width": None, "interpolated": guess}
-    from scipy.optimize import curve_fit
+    from scipy.optimize import curve_fit  # deferred, start-up: loads scipy
 
     span = max(float(n[-1] - n[0]), 1.0)
     step = span / (n.size - 1)
@@ -132,7 +132,7 @@ def fit_line(x: Sequence[float], y: Sequence[float]) -> dict:
     y = np.asarray(y, dtype=float)
     if x.size < 2 or np.ptp(x) == 0:
         return {"slope": None, "intercept": None, "r2": None, "points": int(x.size)}
-    from scipy.stats import linregress
+    from scipy.stats import linregress  # deferred, start-up: loads scipy
 
     res = linregress(x, y)
     r2 = 1.0 if np.ptp(y) == 0 and res.slope == 0 else float(res.rvalue ** 2)

@@ -24,6 +24,8 @@ from __future__ import annotations
 import functools
 import re
 
+from drift_eval.metrics import langid
+
 UNKNOWN = "unknown"
 _SPACES = re.compile(" {2,}")
 _LATIN = re.compile("[A-z]")             # langdetect's 'A' <= ch <= 'z' (the six signs between included)
@@ -35,7 +37,7 @@ ARRAYS_CACHED = 1 << 15  # distinct n-grams whose 55 probabilities are kept as a
 
 @functools.lru_cache(maxsize=1)
 def _factory():
-    from langdetect.detector_factory import PROFILES_DIRECTORY, DetectorFactory
+    from langdetect.detector_factory import PROFILES_DIRECTORY, DetectorFactory  # deferred, start-up: loads langdetect
 
     factory = DetectorFactory()
     factory.load_profile(PROFILES_DIRECTORY)
@@ -45,9 +47,9 @@ def _factory():
 
 @functools.lru_cache(maxsize=1)
 def _detector_class():
-    import numpy
-    from langdetect.detector import Detector as Stock
-    from langdetect.utils.ngram import NGram
+    import numpy  # deferred, start-up: loads numpy
+    from langdetect.detector import Detector as Stock  # deferred, start-up: loads langdetect
+    from langdetect.utils.ngram import NGram  # deferred, start-up: loads langdetect
 
     class Detector(Stock):
         def append(self, text):
@@ -133,9 +135,7 @@ def detect(text: str) -> str:
     """langdetect's seeded verdict for ``text`` (``detect(text)`` with seed 0); ``unknown``
     for a text of fewer words than language ID reads (``langid.MIN_WORDS``) or where
     langdetect finds no features."""
-    from langdetect.lang_detect_exception import LangDetectException
-
-    from drift_eval.metrics import langid
+    from langdetect.lang_detect_exception import LangDetectException  # deferred, start-up: loads langdetect
 
     if len(langid.WORD_RE.findall(text or "")) < langid.MIN_WORDS:
         return UNKNOWN

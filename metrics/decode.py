@@ -49,7 +49,7 @@ def centres(length: int, first_centre: int = 16) -> list[int]:
 
 
 def _cv(folds: int, seed: int):
-    from sklearn.model_selection import StratifiedKFold
+    from sklearn.model_selection import StratifiedKFold  # deferred, start-up: loads pandas, scipy, sklearn
 
     return StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
 
@@ -58,10 +58,10 @@ def probe_correct(X, y, folds: int = 5, seed: int = 0) -> np.ndarray:
     """For every cell of ``X`` (cells × samples × features, e.g. one cell per layer and t;
     or one samples × features matrix), how many samples the probe trained on the other folds
     labels correctly (``y``: 0/1)."""
-    from sklearn.linear_model import RidgeClassifierCV
-    from sklearn.model_selection import cross_val_predict
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
+    from sklearn.linear_model import RidgeClassifierCV  # deferred, start-up: loads pandas, scipy, sklearn
+    from sklearn.model_selection import cross_val_predict  # deferred, start-up: loads pandas, scipy, sklearn
+    from sklearn.pipeline import make_pipeline  # deferred, start-up: loads pandas, scipy, sklearn
+    from sklearn.preprocessing import StandardScaler  # deferred, start-up: loads pandas, scipy, sklearn
 
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y)
@@ -76,10 +76,11 @@ def probe_correct(X, y, folds: int = 5, seed: int = 0) -> np.ndarray:
 def text_correct(token_lists, y, folds: int = 5, seed: int = 0) -> int:
     """The same for bags of tokens: ``token_lists`` holds one list of token ids per sample;
     tf-idf weights are fitted on the training folds only."""
+    # deferred, start-up: loads pandas, scipy, sklearn
     from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
-    from sklearn.linear_model import RidgeClassifierCV
-    from sklearn.model_selection import cross_val_predict
-    from sklearn.pipeline import make_pipeline
+    from sklearn.linear_model import RidgeClassifierCV  # deferred, start-up: loads pandas, scipy, sklearn
+    from sklearn.model_selection import cross_val_predict  # deferred, start-up: loads pandas, scipy, sklearn
+    from sklearn.pipeline import make_pipeline  # deferred, start-up: loads pandas, scipy, sklearn
 
     y = np.asarray(y)
     _check(y, folds)

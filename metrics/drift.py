@@ -11,6 +11,7 @@ import re
 import string
 
 from drift_eval.metrics import crosscheck, langid, wordcut
+from drift_eval.metrics.languages import language
 from drift_eval.metrics.text import CJK, fold
 from drift_eval.metrics.values import ListValue
 
@@ -49,7 +50,6 @@ def echo_regexes(lang: str = "fr") -> tuple:
     whole-word match (a plain match in Chinese and Japanese, written without spaces)."""
     if lang == "fr":
         return tuple(_ECHO_RE)
-    from drift_eval.metrics.languages import language
 
     spec = language(lang)
     name = re.escape(fold(spec.name))
@@ -137,7 +137,7 @@ def survival(timelines: list[list[str]], lang: str = "fr"):
     an answer that ends before the last segment without leaving ``lang`` is censored
     there); a ``drift_eval.metrics.survival.Survival``. Undetermined answers (no known
     segment) are left out: they are neither at risk nor events."""
-    from drift_eval.metrics.survival import survival_curve
+    from drift_eval.metrics.survival import survival_curve  # deferred, start-up: loads numpy
 
     kept = [t for t in timelines if determined(t)]
     return survival_curve([first_foreign(t, lang) for t in kept], [len(t) for t in kept])

@@ -35,6 +35,7 @@ a candidate against a release), pure maths on per-sample values (numpy and scipy
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -46,7 +47,7 @@ from drift_eval.metrics.stats import ALPHA, CONFIDENCE, N_RESAMPLES, SEED, is_bi
 def mcnemar_exact(b: int, c: int) -> float:
     """Two-sided exact McNemar p-value from the discordant pair counts ``b`` (baseline 0,
     setting 1) and ``c`` (baseline 1, setting 0): a binomial test of b in b + c at 1/2."""
-    from scipy.stats import binomtest
+    from scipy.stats import binomtest  # deferred, start-up: loads scipy
 
     if b + c == 0:
         return 1.0
@@ -65,7 +66,7 @@ def permutation_p(differences, n_resamples: int = N_RESAMPLES, seed: int = SEED)
     exact p, ``scipy.stats.permutation_test`` does so when ``n_resamples >= 2**k``) when
     ``2**k <= max(n_resamples, EXACT_PATTERNS)``; beyond, ``n_resamples`` seeded random
     patterns (the p-value then has the floor ``1 / (n_resamples + 1)`` per tail)."""
-    from scipy.stats import permutation_test
+    from scipy.stats import permutation_test  # deferred, start-up: loads scipy
 
     d = np.asarray(differences, dtype=float)
     d = d[d != 0]
@@ -185,7 +186,7 @@ def paired_proportion_interval(b, c, n, confidence: float = CONFIDENCE, correcti
     interval conservative at small counts (``tests/maths/test_stats.py`` checks the coverage by
     simulation and by enumeration). Hand-written: neither scipy nor numpy has an interval
     for paired proportions."""
-    from scipy.stats import norm
+    from scipy.stats import norm  # deferred, start-up: loads scipy
 
     z = float(norm.ppf(0.5 + confidence / 2))
     scalar = all(np.ndim(v) == 0 for v in (b, c, n))
@@ -201,7 +202,7 @@ def paired_proportion_interval(b, c, n, confidence: float = CONFIDENCE, correcti
 
     est = (b - c) / n
     if scalar:  # one pair of counts: Brent's method on each side (the statistic falls as δ grows)
-        from scipy.optimize import brentq
+        from scipy.optimize import brentq  # deferred, start-up: loads scipy
 
         e, edge = float(est), 1 - 1e-15
 
@@ -271,9 +272,7 @@ def adjust_family(differences, alpha: float = ALPHA) -> list:
     ``alpha`` (an expected share of false discoveries of at most ``alpha`` among those
     called significant). Raw p-values, intervals and differences are kept as they are; a
     ``no difference`` stays one. Why BH and not Holm: the module's docstring."""
-    import dataclasses
-
-    from scipy.stats import false_discovery_control
+    from scipy.stats import false_discovery_control  # deferred, start-up: loads scipy
 
     diffs = list(differences)
     if not diffs:
@@ -323,7 +322,7 @@ def difference_from_errors(value: float, stderr: float, base_value: float, base_
     per-sample values (e.g. α with its bootstrap error): a two-sided z test with
     ``sqrt(se² + se_base²)``. Treating the two errors as independent is conservative when
     both runs share their inputs (positively correlated estimates)."""
-    from scipy.stats import norm
+    from scipy.stats import norm  # deferred, start-up: loads scipy
 
     diff = float(value) - float(base_value)
     se = math.sqrt(float(stderr) ** 2 + float(base_stderr) ** 2)

@@ -20,7 +20,7 @@ POWER = 0.8
 def _mcnemar_rejection(n: int, alpha: float) -> np.ndarray:
     """For m = 0..n discordant pairs, the largest count b one way with P(Bin(m, 1/2) <= b) <
     alpha/2 (-1: none): the exact McNemar test rejects at b <= lo(m) or b >= m - lo(m)."""
-    from scipy.stats import binom
+    from scipy.stats import binom  # deferred, start-up: loads scipy
 
     m = np.arange(n + 1)
     lo = binom.ppf(alpha / 2, m, 0.5) - 1
@@ -35,7 +35,7 @@ def mcnemar_power(n: int, discordance: float, effect: float, alpha: float = ALPH
     discordant pair goes the effect's way with probability ``(1 + effect/discordance)/2``).
     With ``m`` discordant pairs the test rejects when the count ``b`` one way has
     ``2·P(Bin(m, 1/2) <= min(b, m-b)) < alpha``, i.e. ``b <= lo(m)`` or ``b >= m - lo(m)``."""
-    from scipy.stats import binom
+    from scipy.stats import binom  # deferred, start-up: loads scipy
 
     if n <= 0 or discordance <= 0 or effect <= 0:
         return 0.0
@@ -80,8 +80,8 @@ def mde_mean(n: int, sd: float, alpha: float = ALPHA, power: float = POWER) -> f
     """The smallest mean paired difference that a two-sided one-sample t test (the
     permutation test's large-sample equivalent) detects with probability ``power`` on ``n``
     differences of standard deviation ``sd`` (noncentral t)."""
-    from scipy.optimize import brentq
-    from scipy.stats import nct, t
+    from scipy.optimize import brentq  # deferred, start-up: loads scipy
+    from scipy.stats import nct, t  # deferred, start-up: loads scipy
 
     if n < 2 or not sd > 0:
         return math.inf if n < 2 else 0.0
@@ -136,7 +136,7 @@ def mde_text(mde: float, digits: int = 4, infinite: str = "none up to 1") -> str
 
 def mde_from_errors(stderr: float, base_stderr: float, alpha: float = ALPHA, power: float = POWER) -> float:
     """Minimum detectable effect of the z test on two independent standard errors."""
-    from scipy.stats import norm
+    from scipy.stats import norm  # deferred, start-up: loads scipy
 
     se = math.sqrt(float(stderr) ** 2 + float(base_stderr) ** 2)
     return float((norm.ppf(1 - alpha / 2) + norm.ppf(power)) * se)

@@ -74,7 +74,7 @@ def influence_profile(P: np.ndarray) -> np.ndarray:
 
 def compare(p: np.ndarray, q: np.ndarray, skip_first: bool = False) -> dict:
     """Wasserstein distance / (n - 1) and Spearman correlation of two profiles."""
-    from scipy.stats import spearmanr, wasserstein_distance
+    from scipy.stats import spearmanr, wasserstein_distance  # deferred, start-up: loads scipy
 
     p, q = np.asarray(p, float), np.asarray(q, float)
     if skip_first:

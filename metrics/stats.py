@@ -31,7 +31,7 @@ def is_binary(values) -> bool:
 
 def wilson_interval(successes: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """Wilson score interval of a proportion ``successes / n`` (NaNs when n = 0)."""
-    from scipy.stats import binomtest
+    from scipy.stats import binomtest  # deferred, start-up: loads scipy
 
     if n <= 0:
         return (math.nan, math.nan)
@@ -40,7 +40,7 @@ def wilson_interval(successes: int, n: int, confidence: float = CONFIDENCE) -> t
 
 
 def _bootstrap_mean(values: np.ndarray, confidence: float, n_resamples: int, seed: int) -> tuple[float, float]:
-    from scipy.stats import bootstrap
+    from scipy.stats import bootstrap  # deferred, start-up: loads scipy
 
     if values.size < 2:
         return (math.nan, math.nan)
@@ -67,7 +67,7 @@ def share_sum_interval(values, confidence: float = CONFIDENCE) -> tuple[float, f
     language their coverage is at least 0.95 at 8 to 200 samples, where the percentile
     bootstrap's falls to 0.78 (8 samples) and 0.85 (36) and Wilson's to 0.91
     (``benchmarks/time_coverage.py``). NaNs for fewer than 2 values."""
-    from scipy.stats import beta
+    from scipy.stats import beta  # deferred, start-up: loads scipy
 
     a = np.clip(np.asarray(values, dtype=float), 0.0, 1.0)
     if a.size < 2:
@@ -103,7 +103,7 @@ def mean_interval(values, confidence: float = CONFIDENCE, n_resamples: int = N_R
 
 def normal_interval(value: float, stderr: float, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """``value ± z · stderr`` when only a standard error is known."""
-    from scipy.stats import norm
+    from scipy.stats import norm  # deferred, start-up: loads scipy
 
     z = float(norm.ppf(0.5 + confidence / 2))
     return (value - z * stderr, value + z * stderr)

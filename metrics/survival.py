@@ -26,7 +26,7 @@ def survival_curve(onsets, lengths, confidence: float = CONFIDENCE) -> Survival:
     never left (then it is censored after ``lengths[i]`` segments, its length). Without
     censoring up to k, the estimate is a plain proportion and its band the Wilson interval;
     otherwise scipy's Kaplan-Meier (``scipy.stats.ecdf``) with the log-log band."""
-    from scipy.stats import CensoredData, ecdf
+    from scipy.stats import CensoredData, ecdf  # deferred, start-up: loads scipy
 
     onsets = list(onsets)
     lengths = [int(n) for n in lengths]

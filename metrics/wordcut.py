@@ -26,7 +26,7 @@ BLOCKS_CACHED = 1 << 15
 
 @functools.lru_cache(maxsize=1)
 def _jieba():
-    import jieba
+    import jieba  # deferred, start-up: loads jieba
 
     jieba.setLogLevel(logging.WARNING)
     return jieba
@@ -59,7 +59,7 @@ def japanese_tagger():
     """fugashi's tagger with unidic-lite, as LCB runs it (``-O wakati``): ``parse(line)``
     gives a line's words as one space-separated string, and calling it the nodes (each
     word's surface, and whether the dictionary knows it)."""
-    from fugashi import Tagger
+    from fugashi import Tagger  # deferred, start-up: loads fugashi
 
     return Tagger("-O wakati -b 50000")
 

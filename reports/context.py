@@ -5,13 +5,12 @@ from __future__ import annotations
 import datetime
 
 from drift_eval.metrics import stats
+from drift_eval.reports.sections import SECTIONS
+from drift_eval.reports.sections.verdict import gate_outcome
+from drift_eval.reports.state import Report
 
 
 def build_context(output, policy: str | None = None, baseline: str | None = None) -> dict:
-    from drift_eval.reports.sections import SECTIONS
-    from drift_eval.reports.sections.verdict import gate_outcome
-    from drift_eval.reports.state import Report
-
     rep = Report(output, policy, baseline)
     sections = []
     for sid, title, builder in SECTIONS:

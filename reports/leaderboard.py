@@ -26,21 +26,24 @@ Names and labels from results files are inert in every format (``drift_eval.iner
 """
 from __future__ import annotations
 
+import csv
+import io
 import math
 import os
 import statistics
 
 from drift_eval import inert
+from drift_eval.catalogue import headline, hinted, series, series_points
 from drift_eval.decide.results import load_output
 from drift_eval.errors import DriftUsageError
-from drift_eval.catalogue import headline, hinted, series, series_points
+from drift_eval.files import write_text_atomic
 
 
 def columns(output) -> list:
     """(task, metric, is_headline) of the leaderboard, present in ``output``, in order."""
     cat = output.catalogue
     present = {(t, m) for r in output.runs.values() for t, tr in r.tasks.items() for m in tr.values}
-    from drift_eval.reports.sections.languages import family
+    from drift_eval.reports.sections.languages import family  # deferred, start-up: loads numpy
 
     tops, inside = family(output)
     # a group of groups (drift_languages) first: its pooled headline ranks the rows, and its
@@ -116,7 +119,7 @@ def _answers(run) -> tuple[tuple, str]:
 def rows(output) -> tuple[list, list]:
     """(columns, rows): rows ranked, each with ``rank`` and ``tied``, against the rows whose
     answers were made alike."""
-    from drift_eval.reports.sections.languages import family
+    from drift_eval.reports.sections.languages import family  # deferred, start-up: loads numpy
 
     cols = columns(output)
     cat = output.catalogue
@@ -212,11 +215,6 @@ def records(output) -> list:
 def write_leaderboard(roots: list, path: str | None, fmt: str | None = None) -> str:
     """The leaderboard of ``roots`` as Markdown, CSV or JSON (``path``'s extension, or
     ``fmt``); returns the text (and writes it when ``path`` is given)."""
-    import csv
-    import io
-
-    from drift_eval.files import write_text_atomic
-
     if fmt is None:
         ext = os.path.splitext(path or "board.md")[1].lower()
         fmt = {".md": "md", ".markdown": "md", ".csv": "csv", ".json": "json"}.get(ext)

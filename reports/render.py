@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from drift_eval.reports.context import build_context
 from drift_eval.reports.formats import FORMATS, render_text
+from drift_eval.reports.writing import write
 
 __all__ = ["FORMATS", "build_context", "render", "write_report"]
 
@@ -33,6 +34,4 @@ def write_report(results, path: str, fmt: str | None = None, allow_partial: bool
                  policy: str | None = None, baseline: str | None = None) -> str:
     """Write the report of one results folder or a list of them (a Markdown report's plots
     go to ``<name>-plots/`` beside it); returns the path written."""
-    from drift_eval.reports.writing import write
-
     return write(results, path, fmt, allow_partial, policy, baseline)

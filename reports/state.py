@@ -4,12 +4,16 @@ that shows them), the plots and the records of every number shown (the JSON and 
 exports)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
+from drift_eval.catalogue import headline, label
+from drift_eval.decide.compare import compare_metric, compare_models, compared_metrics, shared_documents
+from drift_eval.decide.gate import gate, resolve_baseline
+from drift_eval.errors import DriftUsageError
 from drift_eval.metrics import paired, power
 from drift_eval.reports.svg import PALETTE, Style, line_plot
-from drift_eval.catalogue import headline, label
 from drift_eval.tasks import task_info
 
 
@@ -45,8 +49,6 @@ class Report:
     optional policy outcome and baseline, and the records of every number shown."""
 
     def __init__(self, output, policy: str | None = None, baseline: str | None = None):
-        from drift_eval.decide.gate import gate, resolve_baseline
-
         self.output = output
         self.cat = output.catalogue
         self.tasks = task_info()
@@ -119,8 +121,6 @@ class Report:
         return self._against_none[key]
 
     def _compare_with_none(self, run, task, metric):
-        from drift_eval.decide.compare import shared_documents
-
         base = self.output.runs.get((run.model, "none"))
         if run.setting == "none" or base is None or not (self.has(run, task, metric) and self.has(base, task, metric)):
             return None
@@ -140,8 +140,6 @@ class Report:
     def against_baseline(self, headline_only: bool = False) -> list:
         """The candidate against the baseline (``drift_eval.decide.compare.compare_models``):
         every compared metric, or the headline ones only; empty without a baseline."""
-        from drift_eval.decide.compare import compare_models
-
         if self.baseline is None:
             return []
         if headline_only not in self._against_baseline:
@@ -152,8 +150,6 @@ class Report:
     def shown_comparisons(self):
         """(run, task, metric) of every comparison against ``none`` that a section shows: the
         settings section's metrics (``compared_metrics``) and each task's headline."""
-        from drift_eval.decide.compare import compared_metrics
-
         for run in self.output.ordered_runs():
             base = self.output.runs.get((run.model, "none"))
             if run.setting == "none" or base is None:
@@ -168,8 +164,7 @@ class Report:
         of both, the documents both answered), so that two models are compared language by
         language without ``--baseline``; a language one of them did not run, or runs that
         are not one test, are left out."""
-        from drift_eval.decide.compare import compare_metric
-        from drift_eval.errors import DriftUsageError
+        # deferred, import cycle: the sections package, imported first, imports this module
         from drift_eval.reports.sections.languages import target_of
 
         models = self.output.models
@@ -194,8 +189,6 @@ class Report:
         (``paired.adjust_family``, Benjamini–Hochberg), each verdict read from its adjusted
         p. The comparisons are computed here once and replaced by their adjusted versions,
         so every section reads the same verdict. Returns the family's size."""
-        import dataclasses
-
         changes = [c for run, task, metric in self.shown_comparisons()
                    if (c := self.against_none(run, task, metric)) is not None]
         base = {(c.setting, c.task, c.metric): c for full in (False, True) for c in self.against_baseline(full)}

@@ -41,7 +41,7 @@ def pval(p) -> str:
 
 
 def environment():
-    import jinja2
+    import jinja2  # deferred, start-up: loads jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, finalize=_visible,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)

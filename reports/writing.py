@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 
+from drift_eval.decide.results import load_output
+from drift_eval.errors import DriftUsageError
+from drift_eval.files import write_text_atomic
+from drift_eval.reports.formats import FORMATS, render_text
+
 
 def report_format(path: str, fmt: str | None = None) -> str:
-    from drift_eval.errors import DriftUsageError
-    from drift_eval.reports.formats import FORMATS
-
     fmt = fmt or FORMATS.get(os.path.splitext(path)[1].lower())
     if fmt is None:
         raise DriftUsageError(f"cannot tell the report format from '{path}': end it in .html, .md, .json or .csv, "
@@ -19,10 +21,7 @@ def report_format(path: str, fmt: str | None = None) -> str:
 
 def write(results, path: str, fmt: str | None = None, allow_partial: bool = False, policy: str | None = None,
           baseline: str | None = None) -> str:
-    from drift_eval.decide.results import load_output
-    from drift_eval.files import write_text_atomic
-    from drift_eval.reports.context import build_context
-    from drift_eval.reports.formats import render_text
+    from drift_eval.reports.context import build_context  # deferred, start-up: loads numpy
 
     fmt = report_format(path, fmt)
     roots = [results] if isinstance(results, (str, os.PathLike)) else list(results)

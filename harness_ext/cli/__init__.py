@@ -28,6 +28,7 @@ imports its heavy modules when it runs.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 
@@ -90,7 +91,6 @@ def _main(argv) -> int:
         return USAGE_EXIT
     except KeyboardInterrupt:
         pass
-    import gc
 
     gc.collect()  # progress bars held by the interrupted frames close now, before the last line
     print(f"drift-eval: interrupted{': ' + interrupted() if interrupted else ''}", file=sys.stderr)

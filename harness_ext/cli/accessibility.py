@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 
+from drift_eval import inert
 from drift_eval.cli.shared import load_model, model_options, positive, read_text, threads_option, whole
 from drift_eval.errors import DriftUsageError
 
@@ -31,9 +32,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from drift_eval import inert
-
-    from drift_eval.measure.cramming import Settings, run as cram
+    from drift_eval.measure.cramming import Settings, run as cram  # deferred, start-up: loads numpy, torch, tqdm
 
     settings = Settings.from_options(ms=args.ms, lengths=args.lengths, strings=args.strings,
                                      max_steps=args.max_steps, patience=args.patience, seed=args.seed,

@@ -7,6 +7,9 @@ from __future__ import annotations
 import math
 import os
 
+from drift_eval import inert
+from drift_eval.decide.gate import resolve_baseline
+from drift_eval.decide.results import load_output
 from drift_eval.errors import DriftUsageError
 
 NAME = "compare"
@@ -21,12 +24,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from drift_eval import inert
-
-    from drift_eval.decide.compare import adjust_comparisons, compare_models
-    from drift_eval.decide.gate import resolve_baseline
-    from drift_eval.decide.results import load_output
-    from drift_eval.metrics.paired import ADJUSTMENT
+    from drift_eval.decide.compare import adjust_comparisons, compare_models  # deferred, start-up: loads numpy
+    from drift_eval.metrics.paired import ADJUSTMENT  # deferred, start-up: loads numpy
 
     if args.within:
         output = load_output(args.within)

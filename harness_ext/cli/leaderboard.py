@@ -1,6 +1,9 @@
 """``drift-eval leaderboard``: one ranked row per (model, setting) from lm-eval results."""
 from __future__ import annotations
 
+from drift_eval.files import check_output_file
+from drift_eval.reports.leaderboard import write_leaderboard
+
 NAME = "leaderboard"
 HELP = "one row per (model, setting), ranked, ties marked"
 
@@ -12,11 +15,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from drift_eval.reports.leaderboard import write_leaderboard
-
     if args.output:
-        from drift_eval.files import check_output_file
-
         check_output_file(args.output, "-o")
     text = write_leaderboard(args.results, args.output, args.format)
     print(args.output if args.output else text)

@@ -2,6 +2,8 @@
 its GGUF file on first use)."""
 from __future__ import annotations
 
+from drift_eval.plugin import local_models
+
 NAME = "model-path"
 HELP = "print the bundled demo model's safetensors folder"
 
@@ -11,7 +13,5 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from drift_eval.plugin.local_models import smollm2_dir
-
-    print(smollm2_dir())
+    print(local_models.smollm2_dir())
     return 0

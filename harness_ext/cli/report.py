@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 
 from drift_eval.errors import DriftUsageError
+from drift_eval.files import check_output_file
 
 NAME = "report"
 HELP = "render the comparison of a results folder (HTML, Markdown, JSON, CSV)"
@@ -20,9 +21,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from drift_eval.reports.render import write_report
-
-    from drift_eval.files import check_output_file
+    from drift_eval.reports.render import write_report  # deferred, start-up: loads numpy
 
     for folder in args.results:  # the input first: the default output goes inside the first folder
         if not os.path.isdir(folder):

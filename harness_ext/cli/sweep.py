@@ -3,6 +3,7 @@ once (``drift_eval.plugin.sweep``)."""
 from __future__ import annotations
 
 from drift_eval.cli.shared import positive, whole
+from drift_eval.plugin import sweep
 
 NAME = "sweep"
 HELP = "run lm-eval tasks under several compensation settings (model loaded once)"
@@ -26,9 +27,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from drift_eval.plugin.sweep import SweepOptions, run_sweep
-
-    run_sweep(args.output, args.settings, args.tasks, SweepOptions(
+    sweep.run_sweep(args.output, args.settings, args.tasks, sweep.SweepOptions(
         model_args=args.model_args, limit=args.limit, gen_kwargs=args.gen_kwargs, batch_size=args.batch_size,
         device=args.device, span=args.span, apply_chat_template=not args.no_chat_template, metadata=args.metadata,
         use_cache=not args.no_cache))
@@ -37,6 +36,4 @@ def run(args) -> int:
 
 def interrupted() -> str:
     """What the interrupted-line adds: how to resume (a rerun skips the finished work)."""
-    from drift_eval.plugin.sweep import RESUME
-
-    return RESUME
+    return sweep.RESUME

@@ -196,6 +196,7 @@ def drift_sdpa(module, query, key, value, attention_mask, **kwargs):
     """sdpa with the bias: a causal call without a mask (a prefill with no padding) gets the
     bias through an extra channel (``DriftState.folded``) and keeps sdpa's causal fast
     path; every other call gets it folded into the mask."""
+    # deferred, start-up: loads huggingface_hub, jinja2, transformers, yaml
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     state = getattr(module, "_drift_state", None)
@@ -238,7 +239,8 @@ def register_attention() -> None:
     global _registered
     if _registered:
         return
-    from transformers import AttentionInterface
+    from transformers import AttentionInterface  # deferred, start-up: loads huggingface_hub, jinja2, transformers, yaml
+    # deferred, start-up: loads huggingface_hub, jinja2, transformers, yaml
     from transformers.masking_utils import AttentionMaskInterface, eager_mask, sdpa_mask
 
     AttentionInterface.register("drift_sdpa", drift_sdpa)

@@ -23,9 +23,11 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
+from drift_eval.catalogue import conditional_partner, hinted, is_curve
 from drift_eval.decide.policy import ON
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics import paired, power
@@ -138,7 +140,6 @@ def compare_metric(candidate, baseline, task: str, metric: str, setting: str = "
         raise DriftUsageError(f"{task}/{metric} under {setting} has neither logged samples nor a standard error in "
                               f"both runs: rerun with --log_samples")
     hib = a.higher_is_better if a.higher_is_better is not None else b.higher_is_better
-    from drift_eval.catalogue import conditional_partner
 
     return Comparison(task, metric, setting, names[0], names[1], cv, bv, diff, mde, hib,
                       conditional_partner(candidate.catalogue, task, metric))
@@ -195,8 +196,6 @@ def judge(c: Comparison, max_regression: float, on: str = "upper", underpowered:
 def adjust_comparisons(comparisons) -> list:
     """The comparisons as one family: each with its difference's Benjamini–Hochberg adjusted
     p and the verdict read from it (``paired.adjust_family``); raw p, interval and MDE kept."""
-    import dataclasses
-
     comparisons = list(comparisons)
     adjusted = paired.adjust_family([c.difference for c in comparisons])
     return [dataclasses.replace(c, difference=d) for c, d in zip(comparisons, adjusted)]
@@ -210,8 +209,6 @@ def compared_metrics(candidate_run, baseline_run, headline_only: bool = False) -
     metric's unconditional partner (``drift_eval.catalogue.conditional_partner``) listed
     too, so that the question is also answered on every document. ``headline_only``: the
     groups' metrics, or the first ``summary`` metric when no group was run."""
-    from drift_eval.catalogue import conditional_partner, hinted, is_curve
-
     cat = {task: tr.definitions or {} for task, tr in candidate_run.tasks.items()}
     out = []
     for task, tr in candidate_run.tasks.items():

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import math
 import os
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
+from drift_eval import inert
 from drift_eval.decide.policy import ON, Policy, Rule, load_policy
+from drift_eval.decide.results import load_output
 from drift_eval.errors import DriftUsageError
+from drift_eval.files import atomic_open, check_output_file
 
 
 @dataclass
@@ -59,7 +63,7 @@ def check_regression(candidate, baseline, rule: Rule, setting: str | None = None
                      model: str | None = None, baseline_model: str | None = None) -> Outcome:
     """A ``max_regression`` rule on one setting (as ``check``): the candidate against the
     baseline on their shared documents (``drift_eval.decide.compare``)."""
-    from drift_eval.decide.compare import compare_metric, judge
+    from drift_eval.decide.compare import compare_metric, judge  # deferred, start-up: loads numpy
 
     setting = rule.setting if setting is None else setting
     model = rule.model if rule.model is not None else model
@@ -80,8 +84,6 @@ def resolve_baseline(output, baseline: str | None, candidate: str | None, model_
     """(baseline results, baseline model, candidate model) for ``baseline``: a folder
     (holding one model), or a model name in ``output`` (``model_only``: only that);
     (None, None, candidate) without one."""
-    from drift_eval.decide.results import load_output
-
     if baseline is None:
         return None, None, candidate
     if not model_only and os.path.isdir(baseline):
@@ -117,11 +119,6 @@ def write_junit(outcomes: list, path: str, suite: str = "drift-eval gate", error
     """One test case per outcome (an underpowered comparison is an error case; a
     comparison's numbers are the case's properties); ``error``: the gate could not finish,
     and the file holds one error case saying why (never a passing file)."""
-    import xml.etree.ElementTree as ET
-
-    from drift_eval import inert
-    from drift_eval.files import atomic_open
-
     def text(value) -> str:  # one line, only characters XML 1.0 allows, controls shown escaped
         return inert.terminal(value, one_line=True)
 
@@ -190,8 +187,7 @@ def summary_markdown(outcomes: list, results_dir: str, policy: str, baseline: st
     regression its sample can detect beside the rule's tolerance. Names and messages from
     the results and the policy are code spans (``inert.markdown``): they cannot add markup,
     links or lines. ``error``: the gate could not finish (unusable input)."""
-    from drift_eval import inert
-    from drift_eval.metrics.power import mde_text
+    from drift_eval.metrics.power import mde_text  # deferred, start-up: loads numpy
 
     verdict = "UNUSABLE INPUT" if error else VERDICT[exit_status(outcomes)]
     lines = [f"## drift-eval gate: {verdict}", "",
@@ -217,8 +213,6 @@ def summary_target(summary: str | None) -> tuple[str | None, bool]:
     (replaced), else the file GitHub Actions names in ``GITHUB_STEP_SUMMARY`` (appended to,
     as GitHub expects), else none. Checked before any work: a path that cannot take the
     summary is one ``DriftUsageError`` line."""
-    from drift_eval.files import check_output_file
-
     if summary:
         return check_output_file(summary, "--summary"), False
     step = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -230,8 +224,6 @@ def summary_target(summary: str | None) -> tuple[str | None, bool]:
 
 
 def write_summary(text: str, path: str, append: bool) -> None:
-    from drift_eval.files import atomic_open
-
     if append:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(text)
@@ -246,8 +238,6 @@ def run_gate(results_dir: str, policy: str, junit_xml: str | None = None, log=pr
     (a rule fails) or 3 (no rule fails, one is underpowered: undetermined); unusable input raises
     ``DriftUsageError`` after replacing ``junit_xml`` with an error case. The Markdown summary
     (``summary_markdown``) goes to ``summary`` or to ``$GITHUB_STEP_SUMMARY`` (``summary_target``)."""
-    from drift_eval.decide.results import load_output
-
     summary_path, append = summary_target(summary)
     if junit_xml:
         write_junit([], junit_xml, error="the gate has not finished")  # the path is writable, and no old pass stays
@@ -260,7 +250,6 @@ def run_gate(results_dir: str, policy: str, junit_xml: str | None = None, log=pr
         if summary_path:
             write_summary(summary_markdown([], results_dir, policy, baseline, error=exc.message), summary_path, append)
         raise
-    from drift_eval import inert
 
     for o in outcomes:  # one line each, whatever a name from the results holds
         log(f"{LABEL[o.status]}  {inert.terminal(o.name, one_line=True)}: {inert.terminal(o.message, one_line=True)}")

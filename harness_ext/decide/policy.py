@@ -32,7 +32,9 @@ import os
 from dataclasses import dataclass
 
 from drift_eval.errors import DriftUsageError
+from drift_eval.files import read_text
 from drift_eval.metrics.values import is_finite
+from drift_eval.tasks import metric_catalogue
 
 #: what a rule's ``on`` reads, by name: the value, or a bound of its 95% interval
 ON = {"value": "value", "lower": "lower 95% bound", "upper": "upper 95% bound"}
@@ -101,8 +103,6 @@ def _has_no_direction(task: str, metric: str) -> bool:
     """Whether the task YAMLs list ``metric`` of ``task`` with no direction (informational:
     lengths, counts, shares of undetermined answers). A metric they do not list (one added at
     run time, or a task of another package) is judged when the results are read."""
-    from drift_eval.tasks import metric_catalogue
-
     info = metric_catalogue().get(task, {}).get(metric)
     return info is not None and info.get("higher_is_better") is None
 
@@ -184,9 +184,7 @@ def policy_from(doc, path: str | None = None) -> Policy:
 
 def load_policy(path: str) -> Policy:
     """The policy file (UTF-8 YAML, at most ``POLICY_BYTES``), checked: ``policy_from``."""
-    import yaml
-
-    from drift_eval.files import read_text
+    import yaml  # deferred, start-up: loads yaml
 
     text = read_text(path, "policy file", remedy="fix the policy file", max_bytes=POLICY_BYTES)
     try:

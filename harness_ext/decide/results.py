@@ -30,6 +30,7 @@ import os
 from dataclasses import dataclass, field
 
 from drift_eval import inert
+from drift_eval.catalogue import binary, exact_share, share
 from drift_eval.errors import DriftUsageError
 from drift_eval.logs import log
 from drift_eval.metrics.values import is_finite, is_number
@@ -170,8 +171,7 @@ class Output:
         return self.runs[(m, setting)]
 
     def metric(self, task: str, name: str, setting: str = "none", model: str | None = None) -> Metric:
-        from drift_eval.metrics import stats
-        from drift_eval.catalogue import binary, exact_share, share
+        from drift_eval.metrics import stats  # deferred, start-up: loads numpy
 
         run = self.run(setting, model)
         tr = run.task(task)
@@ -240,8 +240,8 @@ class Output:
         """Paired difference ``setting − baseline`` (settings of one model) on the samples
         both logged; for fitted metrics without per-sample values (drift_alpha's α), a z
         test on their standard errors; None when neither is possible."""
-        from drift_eval.metrics import paired
-        from drift_eval.decide.compare import shared_documents
+        from drift_eval.metrics import paired  # deferred, start-up: loads numpy
+        from drift_eval.decide.compare import shared_documents  # deferred, start-up: loads numpy
 
         a, b = self.metric(task, name, setting, model), self.metric(task, name, baseline, model)
         if not a.per_sample or not b.per_sample:

@@ -23,16 +23,17 @@ from __future__ import annotations
 
 import dataclasses
 
+import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from drift_eval.errors import DriftUsageError
-from drift_eval.metrics import alpha as am
 from drift_eval.anatomy import decoder_blocks, output_projection, require_eager
+from drift_eval.errors import DriftUsageError
 from drift_eval.measure.capture import capture
 from drift_eval.measure.continuations import continuation_ids, prompt_ids
+from drift_eval.metrics import alpha as am
 
 
 # ---------------------------------------------------------------------------- forwards
@@ -160,8 +161,6 @@ def _padded(rows: list[list[int]], pad_id: int, device):
 def _takes_logits_to_keep(model) -> bool:
     """Whether the model's forward names ``logits_to_keep`` (most causal-LM families do);
     without it every position's logits are computed and the callers slice them."""
-    import inspect
-
     return "logits_to_keep" in inspect.signature(type(model).forward).parameters
 
 

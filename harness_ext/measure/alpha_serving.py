@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+from tqdm import tqdm
+
 from drift_eval.anatomy import require_eager
 from drift_eval.errors import DriftUsageError
 from drift_eval.measure.alpha import Settings, continuation_nll, scene_offsets
@@ -34,8 +36,6 @@ def serve_offsets(lm, requests, disable_tqdm: bool = False) -> list[str]:
     that share a base prompt and continuations (one scene's axes) share its base runs. The
     answer is JSON with the scene's signal and noise curves for the request's axis (and,
     with ``decompose``, the cross signals of the decomposition terms, ``parts``)."""
-    from tqdm import tqdm
-
     model, tok, state = _lm_parts(lm)
     specs = [json.loads(r.args[0]) for r in requests]
     if any(s.get("decompose") for s in specs):

@@ -28,6 +28,7 @@ from drift_eval.errors import DriftUsageError
 from drift_eval.files import build_lock, cache_dir, move_aside, prose_text, read_json, write_json_atomic
 from drift_eval.logs import log
 from drift_eval.measure.capture import capture
+from drift_eval.metrics.values import is_finite
 from drift_eval.settings import CompensationConfig
 
 VERSION = 2
@@ -58,8 +59,6 @@ def model_fingerprint(model) -> str:
 def _cached_gammas(path: str):
     """The cached strengths, or None when the file is damaged: it is then moved aside (with a
     warning) and the calibration runs again."""
-    from drift_eval.metrics.values import is_finite
-
     try:
         gamma = read_json(path, "calibration cache", expect=dict).get("gamma")
         ok = isinstance(gamma, list) and gamma and all(

@@ -7,6 +7,7 @@ import os
 
 from drift_eval.errors import DriftUsageError
 from drift_eval.files import read_jsonl, read_text
+from drift_eval.settings import int_option
 
 SEPARATOR = "\n\n"
 
@@ -40,8 +41,6 @@ def read_continuations(source: str = "bundled", n: int = 16, bundled=None) -> li
     Hugging Face hub, as in the original study; needs the network), or a file: ``.jsonl``
     with a ``text`` field per line, or plain text whose passages are separated by blank
     lines holding only ``---``."""
-    from drift_eval.settings import int_option
-
     source = str(source)
     n = int_option("n_continuations (the α metric needs at least two continuations)", n, 2)
     if source == "bundled":
@@ -70,7 +69,7 @@ def _wikitext(n: int, min_chars: int = 6000) -> list[str]:
     """The first ``n`` WikiText-103 validation articles of at least ``min_chars`` characters,
     headings removed."""
     try:
-        import datasets
+        import datasets  # deferred, start-up: loads datasets, huggingface_hub, numpy, pandas, tqdm, yaml
 
         rows = datasets.load_dataset("Salesforce/wikitext", "wikitext-103-raw-v1", split="validation")["text"]
     except Exception as exc:  # offline, or the hub refused

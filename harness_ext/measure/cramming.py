@@ -37,6 +37,9 @@ import numpy as np
 import torch
 
 from drift_eval.errors import DriftUsageError
+from drift_eval.files import prose_text
+from drift_eval.measure.position_bias import fixed_length_sequences
+from drift_eval.metrics import accessibility as acc
 
 LR = 1e-2
 BETAS = (0.9, 0.9)
@@ -196,8 +199,6 @@ def anchor_token(tokenizer) -> int | None:
 def text_targets(tokenizer, text: str, lengths, strings: int) -> dict[int, torch.Tensor]:
     """``strings`` consecutive non-overlapping passages of ``max(lengths)`` tokens of
     ``text``; the targets of length ``n`` are the first ``n`` tokens of each passage."""
-    from drift_eval.measure.position_bias import fixed_length_sequences
-
     passages = fixed_length_sequences(tokenizer, text, max(lengths), strings)
     return {int(n): passages[:, :n].clone() for n in lengths}
 
@@ -271,8 +272,6 @@ class Settings:
 
 def run(model, tokenizer, settings: Settings, text: str | None = None, progress=None) -> dict:
     """The whole measurement: targets, cramming sweep, radius, bound and fits (JSON-ready)."""
-    from drift_eval.metrics import accessibility as acc
-
     vocab = model.get_output_embeddings().weight.shape[0]
     if settings.targets == "random":
         exclude = getattr(tokenizer, "all_special_ids", []) if tokenizer is not None else []
@@ -281,8 +280,6 @@ def run(model, tokenizer, settings: Settings, text: str | None = None, progress=
         if tokenizer is None:
             raise DriftUsageError("targets=text needs a tokenizer: give one or use targets=random")
         if text is None:
-            from drift_eval.files import prose_text
-
             text = prose_text()
         targets = text_targets(tokenizer, text, settings.lengths, settings.strings)
     anchor = anchor_token(tokenizer) if settings.anchor == "bos" else None

@@ -27,13 +27,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
+from drift_eval.anatomy import decoder_blocks
 from drift_eval.errors import DriftUsageError
+from drift_eval.files import read_json, write_json_atomic
+from drift_eval.measure.alpha_serving import batch_size_of
+from drift_eval.measure.capture import capture
+from drift_eval.measure.continuations import SEPARATOR, prompt_ids
 from drift_eval.metrics import decode as dm
 from drift_eval.metrics import langid
-from drift_eval.measure.continuations import SEPARATOR, prompt_ids
-from drift_eval.anatomy import decoder_blocks
-from drift_eval.measure.capture import capture
 
 BASE = "base"
 
@@ -157,7 +160,7 @@ def generate(model, tokenizer, scene: str, prompts: dict[str, str], settings: Se
              runtime: Runtime = Runtime()) -> dict:
     """Sample ``settings.samples`` trajectories per prompt; hidden states at the centres go
     to ``store``. Returns ``{name: (samples, length) token ids}``."""
-    from transformers import GenerationConfig
+    from transformers import GenerationConfig  # deferred, start-up: loads huggingface_hub, jinja2, transformers, yaml
 
     state, batch_size, progress = runtime.state, runtime.batch_size, runtime.progress
 
@@ -253,10 +256,6 @@ def serve(lm, requests, disable_tqdm: bool = False) -> list[str]:
     """``free_generation`` requests: ``arguments[0]`` is JSON ``{"scene", "axis", "base",
     "variant", "settings": {...}}``. Requests of one scene with the same settings share the
     base prompt's trajectories. The answer is the scene's JSON for the request's axis."""
-    from tqdm import tqdm
-
-    from drift_eval.measure.alpha_serving import batch_size_of  # the α study's rule, and its module
-
     model, tok, state = lm.model, lm.tokenizer, getattr(lm, "drift_state", None)
     specs = [json.loads(r.args[0]) for r in requests]
     groups: dict = {}
@@ -287,8 +286,6 @@ def run(model, tokenizer, scenes: list[dict], axes: list[str], settings: Setting
     """Every scene's answers and the per-axis summaries. With ``path``, each finished scene
     is written there at once (atomically) and a rerun with the same settings skips the
     scenes already in it, so a long run can be stopped and resumed."""
-    from drift_eval.files import read_json, write_json_atomic
-
     head = {"settings": settings.as_dict(), "axes": list(axes), **(label or {}),
             "compensation": runtime.state.config.label() if runtime.state is not None else "none"}
     res = dict(head, scenes={})

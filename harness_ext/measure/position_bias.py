@@ -13,13 +13,16 @@ next-token probability at the last position with respect to the input embeddings
 over sequences. The rollout maths is in ``drift_eval.metrics.rollout``; ``profiles`` puts both together.
 """
 from __future__ import annotations
+import json
 
 import numpy as np
 import torch
 
-from drift_eval.errors import DriftUsageError
 from drift_eval.compensation.bias import attention
+from drift_eval.errors import DriftUsageError
+from drift_eval.files import prose_text
 from drift_eval.measure.capture import capture
+from drift_eval.metrics import rollout as ro
 
 
 def measure(model, input_ids: torch.Tensor) -> dict:
@@ -59,8 +62,6 @@ def fixed_length_sequences(tokenizer, text: str, length: int, count: int) -> tor
 
 def profiles(model, input_ids: torch.Tensor) -> dict:
     """Predicted and empirical influence profiles, and their comparisons."""
-    from drift_eval.metrics import rollout as ro
-
     m = measure(model, input_ids)
     ks, lam, grad = list(m["kernels"]), m["lambdas"], m["gradient_profile"]
     predicted = {
@@ -79,10 +80,6 @@ def serve(lm, requests, disable_tqdm: bool = False) -> list[str]:
     """Serve ``position_profile`` requests with an ``HFLM`` (``hf-drift``): each request's
     ``arguments[0]`` is JSON ``{"length": n, "sequences": k}``; the answer is the JSON of
     ``profiles`` on the shipped prose."""
-    import json
-
-    from drift_eval.files import prose_text
-
     out = []
     for r in requests:
         spec = json.loads(r.args[0])

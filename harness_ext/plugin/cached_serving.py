@@ -55,6 +55,7 @@ class CachedServing:
     def add_partial(self, attr, req, res):
         if self.cache is None or attr != self._storing or _sampled(attr, req):
             return
+        # deferred, start-up: loads jinja2, lm_eval, numpy, requests, tqdm, yaml
         from lm_eval.api.model import hash_args
 
         self.cache.put([(hash_args(attr, req), attr, res)])
@@ -75,6 +76,7 @@ class CachedServing:
     def _serve(self, rtype, original, requests, *args, count: bool = True, **kwargs):
         """``count``: False for the turns inside a conversation (the conversation is the
         request that is counted)."""
+        # deferred, start-up: loads jinja2, lm_eval, numpy, requests, tqdm, yaml
         from lm_eval.api.model import hash_args
 
         keys = [hash_args(rtype, r.args) for r in requests]

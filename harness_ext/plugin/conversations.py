@@ -79,7 +79,7 @@ def _turns(drift_lm, specs, gen_kwargs, store, target, progress):
     """(the conversations' messages, the (conversation, message index) of each assistant
     turn re-encoded although its conversation held a cache); each turn's batch goes to
     ``target`` (``DriftLM.call_target``)."""
-    from lm_eval.api.instance import Instance
+    from lm_eval.api.instance import Instance  # deferred, start-up: loads lm_eval
 
     histories = [[{"role": "system", "content": s.system_prompt}] for s in specs]
     re_encoded = []
@@ -117,7 +117,7 @@ def serve(drift_lm, requests, disable_tqdm: bool = False) -> list[str]:
     (``drift_lm``: a ``drift_eval.plugin.wrapper.DriftLM``): the whole conversation of each
     request as JSON text, exactly as the model saw it (the instruction folded into the first
     user message where the template has no system role)."""
-    from tqdm import tqdm
+    from tqdm import tqdm  # deferred, start-up: loads tqdm
 
     if not requests:
         return []

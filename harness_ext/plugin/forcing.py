@@ -39,7 +39,7 @@ def check_forcing(lm, tasks) -> None:
 def _forcing_problem(lm) -> str:
     """Why the backend did not force the probe's length ('' when it did or cannot be
     told)."""
-    from lm_eval.api.instance import Instance
+    from lm_eval.api.instance import Instance  # deferred, start-up: loads lm_eval
 
     backend = lm.backend
     if backend.length_kwarg is None:

@@ -42,6 +42,7 @@ import inspect
 import sys
 
 import torch
+from tqdm import tqdm
 from transformers import LogitsProcessor
 from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
 
@@ -79,8 +80,6 @@ class Watch(LogitsProcessor):
         if not self._progress:
             return
         if self._bar is None:
-            from tqdm import tqdm
-
             self._bar = tqdm(total=rows * self.max_new if self.max_new else None, desc=self._desc, unit="tok",
                              leave=False, position=1, file=sys.stderr, dynamic_ncols=True)
         if step > 0:  # the token chosen at the previous step is now in input_ids

@@ -22,6 +22,7 @@ import struct
 import sys
 import tempfile
 
+from drift_eval import inert
 from drift_eval.errors import DriftUsageError
 from drift_eval.files import build_lock, cache_dir
 
@@ -143,12 +144,11 @@ def cached_from_gguf(pretrained: str, gguf_file: str, log=None) -> str:
 
 
 def _convert(path: str, target: str, log=None) -> None:
-    from drift_eval import inert
-
     (log or (lambda m: print(inert.terminal(m), file=sys.stderr)))(
         f"lm-eval-drift: converting {os.path.basename(path)} to safetensors once (cached in {target})"
     )
-    import torch
+    import torch  # deferred, start-up: loads numpy, torch, tqdm
+    # deferred, start-up: loads huggingface_hub, jinja2, numpy, tqdm, transformers, yaml
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder, fname = os.path.split(path)
@@ -198,7 +198,8 @@ def smollm2_dir() -> str:
 def untrained_twin(model_dir: str):
     """A float32 model with ``model_dir``'s config and freshly initialised weights (seed 0):
     the random-init control of the α study. The same seed gives the same weights."""
-    import torch
+    import torch  # deferred, start-up: loads numpy, torch, tqdm
+    # deferred, start-up: loads huggingface_hub, jinja2, numpy, tqdm, transformers, yaml
     from transformers import AutoConfig, AutoModelForCausalLM
 
     torch.manual_seed(0)
@@ -209,6 +210,7 @@ def save_untrained_twin(model_dir: str, target: str) -> str:
     """Write ``untrained_twin(model_dir)`` with ``model_dir``'s tokenizer to the new folder
     ``target`` (whole or not at all), so that lm-eval and ``drift-eval sweep`` can load it
     as ``pretrained=target``. Returns ``target``."""
+    # deferred, start-up: loads huggingface_hub, jinja2, numpy, tqdm, transformers, yaml
     from transformers import AutoTokenizer
 
     target = os.path.abspath(target)

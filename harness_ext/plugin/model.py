@@ -26,6 +26,7 @@ from contextlib import contextmanager
 
 from lm_eval.models.huggingface import HFLM
 from lm_eval.models.utils import has_bos_prefix
+from transformers import LogitsProcessorList
 
 from drift_eval.compensation import bias as comp
 from drift_eval.compensation.spans import system_span_end, token_counts
@@ -36,11 +37,13 @@ from drift_eval.plugin.answers import Answer, count_tokens
 from drift_eval.plugin.backends import StandIn
 from drift_eval.plugin.generation import (ConversationStore, Watch, cache_kwarg, generated_tokens, reserved_cache,
                                          show_progress)
+from drift_eval.measure.calibration import head_gammas
 from drift_eval.plugin.local_models import cached_from_gguf
 from drift_eval.plugin.request_types import CONVERSATION, TYPES
 from drift_eval.plugin.serving import SERVERS
 from drift_eval.plugin.wrapper import DriftLM
 from drift_eval.settings import CONVERSATION_CACHE_MB, CompensationConfig, conversation_cache_setting
+from drift_eval.taskdata.french import calibration_prompt
 
 
 class HFDriftLM(HFLM):
@@ -71,9 +74,6 @@ class HFDriftLM(HFLM):
         self.compensation = config
         self.drift_state.config = config
         if config.mode == "head" and config.active and self.drift_state.head_gammas is None:
-            from drift_eval.measure.calibration import head_gammas
-            from drift_eval.taskdata.french import calibration_prompt
-
             self.drift_state.head_gammas = head_gammas(self.model, self.tokenizer, calibration_prompt())
 
     # ------------------------------------------------------------------ spans
@@ -222,8 +222,6 @@ class Generation(StandIn):
         for the whole call (``generation.reserved_cache``), or start from what each row's
         conversation holds (``drift_eval.plugin.carry``); the batch's measurements are kept
         per prompt."""
-        from transformers import LogitsProcessorList
-
         model = self.stands_for
         (contexts, rows), self.batch = self.batch, ((), None)
         width = context.shape[1]

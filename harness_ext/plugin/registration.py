@@ -28,7 +28,12 @@ import functools
 import importlib.util
 import inspect
 import os
+import sys
 from importlib.metadata import entry_points
+
+from drift_eval import inert
+from drift_eval.logs import log
+from drift_eval.plugin.progress import RUN
 
 
 def upstream_reads(group: str, *modules) -> bool:
@@ -48,10 +53,6 @@ _warned: set = set()
 
 def _warn(message: str) -> None:
     """One line on stderr, once per process (every ``TaskManager`` asks again)."""
-    import sys
-
-    from drift_eval import inert
-
     if message not in _warned:
         _warned.add(message)
         sys.stderr.write(f"lm-eval-drift: {inert.terminal(message)}\n")
@@ -90,8 +91,6 @@ def index_entry_point_folders(manager_module) -> None:
     the hook came late, those that imported it already) get a subclass of it under the same
     name, whose ``__init__`` adds the folders to ``include_path``. lm-eval's class is not
     changed."""
-    import sys
-
     base = manager_module.TaskManager
     if getattr(base, "_drift_entry_points", False) or upstream_reads("lm_eval.tasks", manager_module):
         return
@@ -136,7 +135,7 @@ def register_models(models_module=None) -> None:
     whose module cannot be found is skipped with a warning; a name that several packages
     claim, or that lm-eval already knows, is reported, and this package's own entry wins
     only for its own names."""
-    import lm_eval.api.registry as registry
+    import lm_eval.api.registry as registry  # deferred, start-up: loads lm_eval
 
     if upstream_reads("lm_eval.models", registry, models_module):
         return
@@ -184,8 +183,7 @@ def wrap_evaluate(evaluator_module) -> None:
     @functools.wraps(original)
     def evaluate(*args, **kwargs):
         # imported here: this module runs at start-up, the wrapper only for a run
-        from drift_eval.logs import log
-        from drift_eval.plugin.progress import RUN
+        # deferred, start-up: loads jinja2, lm_eval, numpy, requests, yaml
         from drift_eval.plugin.run_check import for_run, tasks_of
 
         given = signature.bind_partial(*args, **kwargs).arguments

@@ -8,6 +8,8 @@ be carried), checks that the backend forces a length where the tasks ask for one
 (``drift_eval.plugin.wrapper.DriftLM``), or None for a run without drift tasks."""
 from __future__ import annotations
 
+from lm_eval.evaluator_utils import _handle_back_comp
+
 from drift_eval.errors import DriftUsageError
 from drift_eval.plugin import backends, cached_serving, scoring
 from drift_eval.plugin.chat import probe
@@ -19,6 +21,7 @@ from drift_eval.settings import CONVERSATION_CACHE_MB, conversation_cache_settin
 
 def drift_tasks(tasks: dict) -> dict:
     """The project's tasks among ``tasks`` (name -> task)."""
+    # deferred, start-up: loads datasets, huggingface_hub, pandas, tqdm
     from drift_eval.plugin.task_base import YamlTask
 
     return {n: t for n, t in tasks.items() if isinstance(t, YamlTask)}
@@ -97,7 +100,7 @@ def run_problems(lm, tasks: dict, chat: bool, conversation_cache: str = "off") -
                     else "--apply_chat_template needs a chat template")
             problems.append(f"{', '.join(sorted(who))} {need}: {why}")
     if conversations and conversation_cache == "on" and not callable(getattr(model, "carried_conversations", None)):
-        from drift_eval.plugin import carry
+        from drift_eval.plugin import carry  # deferred, start-up: loads huggingface_hub, torch, tqdm, transformers
 
         if backend.model != "hf" or not carry.stock_hf(model):
             problems.append(f"conversation_cache=on carries conversations on hf and hf-drift only, not on "
@@ -115,7 +118,6 @@ def tasks_of(task_dict) -> dict:
     nested dict of earlier versions)."""
     if isinstance(task_dict, dict) and "tasks" in task_dict:
         return dict(task_dict["tasks"] or {})
-    from lm_eval.evaluator_utils import _handle_back_comp
 
     return _handle_back_comp(task_dict or {})[1]
 

@@ -35,9 +35,12 @@ from __future__ import annotations
 
 import atexit
 import importlib.util
+import multiprocessing
 import os
+import signal
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 from drift_eval.errors import DriftUsageError
 from drift_eval.plugin.progress import RUN
@@ -79,11 +82,9 @@ def _worker_start(parent: int) -> None:
     """In a new worker: Ctrl-C in the terminal is the main process's to handle (it stops
     the pool), and the worker ends with the main process, however that one ends (Linux's
     parent-death signal; elsewhere, when it finds itself orphaned at the start)."""
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        import ctypes
+        import ctypes  # deferred, optional: only where the platform has it
 
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
@@ -166,9 +167,6 @@ class Pool:
     def _start(self, workers: int):
         with self._lock:
             if self._executor is None or self._workers != workers:
-                from concurrent.futures import ProcessPoolExecutor
-                import multiprocessing
-
                 if self._executor is not None:
                     self._executor.shutdown(wait=True)
                 self._executor = ProcessPoolExecutor(

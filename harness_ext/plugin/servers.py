@@ -29,7 +29,7 @@ def server_root(base_url: str) -> str | None:
 def end_token_ids(base_url: str, headers: dict | None = None, timeout: float = 10.0) -> list[int]:
     """The ids of the end markers that the server's model has as single tokens; ``[]``
     when the server has no tokenize endpoint of the llama.cpp family or cannot be asked."""
-    import requests
+    import requests  # deferred, start-up: loads requests
 
     root = server_root(base_url)
     if root is None:

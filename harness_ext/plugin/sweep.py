@@ -48,9 +48,11 @@ from drift_eval.errors import DriftUsageError
 from drift_eval.files import check_output_folder, folder_lock
 from drift_eval.logs import log as plugin_log
 from drift_eval.plugin import answer_cache, cached_serving, sweep_folder
+from drift_eval.plugin import local_models
 from drift_eval.resultfiles.manifest import read_manifest
 from drift_eval.resultfiles.names import converted_gguf
 from drift_eval.settings import int_option, parse_settings
+from drift_eval.tasks import task_folder
 
 RESUME = "rerun the same command to resume (finished settings and cached answers are kept)"
 
@@ -94,8 +96,10 @@ def _plugin_lines(log, warn):
 def _options(settings, tasks, opts):
     """(the settings, the task names, the model args, the metadata, the generation kwargs),
     each checked, before anything loads."""
+    # deferred, start-up: loads jinja2, lm_eval, numpy, requests, yaml
     from lm_eval.utils import simple_parse_args_string
 
+    # deferred, start-up: loads datasets, huggingface_hub, jinja2, lm_eval, numpy, pandas, requests, tqdm, yaml
     from drift_eval.plugin.task_base import check_generation_kwargs
 
     model_args, limit, gen_kwargs, batch_size, metadata, span = (
@@ -133,13 +137,12 @@ def _options(settings, tasks, opts):
 
 def _check_model(margs: dict, chat: bool, log) -> None:
     """The model's config (and, for the chat template, its tokenizer) load, before the weights do."""
+    # deferred, start-up: loads huggingface_hub, jinja2, numpy, tqdm, transformers, yaml
     from transformers import AutoConfig, AutoTokenizer
-
-    from drift_eval.plugin.local_models import cached_from_gguf
 
     source = margs["pretrained"]
     if margs.get("gguf_file"):
-        source = cached_from_gguf(source, margs["gguf_file"], log=log)
+        source = local_models.cached_from_gguf(source, margs["gguf_file"], log=log)
     common = {k: margs[k] for k in ("revision", "trust_remote_code") if k in margs}
     try:
         AutoConfig.from_pretrained(source, **common)
@@ -156,9 +159,8 @@ def _check_model(margs: dict, chat: bool, log) -> None:
 def _task_manager(task_list: list, metadata: dict):
     """A TaskManager that knows ``task_list``. Indexing lm-eval's ~15,000 built-in task files
     takes seconds; a sweep of the installed plugins' tasks (the drift tasks) does not need it."""
+    # deferred, start-up: loads datasets, huggingface_hub, jinja2, lm_eval, numpy, pandas, requests, tqdm, yaml
     from lm_eval.tasks import TaskManager
-
-    from drift_eval.tasks import task_folder
 
     tm = TaskManager(include_path=[task_folder()], include_defaults=False, metadata=metadata)
     if any(t not in tm.all_tasks for t in task_list):
@@ -174,16 +176,14 @@ def _default_model(output: str) -> str:
     another converted folder (an earlier version keyed the conversion cache by the file's
     path, size and modification time), the folder it began with: the settings still to run
     then use the model the finished ones used."""
-    from drift_eval.plugin.local_models import SMOLLM2_FILE, smollm2_dir
-
     manifest = read_manifest(output) if os.path.isdir(output) else None
     earlier = (((manifest or {}).get("options") or {}).get("model_args") or {}).get("pretrained")
     converted = converted_gguf(earlier) if isinstance(earlier, str) and os.path.isabs(earlier) else None
-    if not converted or converted[0] != os.path.splitext(SMOLLM2_FILE)[0]:
-        return smollm2_dir()
+    if not converted or converted[0] != os.path.splitext(local_models.SMOLLM2_FILE)[0]:
+        return local_models.smollm2_dir()
     if os.path.isfile(os.path.join(earlier, "config.json")):
         return earlier
-    current = smollm2_dir()
+    current = local_models.smollm2_dir()
     if earlier != current:
         raise DriftUsageError(f"{output} holds a sweep of the bundled model converted at {earlier}, which is gone: "
                               f"finish it where that folder is, or use another --output")
@@ -287,11 +287,13 @@ class _Plan:
 def _sweep(plan: _Plan, todo, status: dict, log, warn) -> None:
     """The settings ``todo`` ((config, label) pairs) of ``plan``, the model loaded once;
     each one's ``status`` set to ``done`` as it is published."""
-    import lm_eval
-    from lm_eval.api.model import CacheHook
+    import lm_eval  # deferred, start-up: loads lm_eval
+    from lm_eval.api.model import CacheHook  # deferred, start-up: loads jinja2, lm_eval, numpy, requests, tqdm, yaml
+    # deferred, start-up: loads datasets, huggingface_hub, jinja2, lm_eval, numpy, pandas, requests, tqdm, yaml
     from lm_eval.loggers import EvaluationTracker
-    from lm_eval.utils import make_table
+    from lm_eval.utils import make_table  # deferred, start-up: loads jinja2, lm_eval, numpy, requests, yaml
 
+    # deferred, start-up: loads huggingface_hub, jinja2, lm_eval, numpy, requests, tokenizers, torch, tqdm, transformers, yaml
     from drift_eval.plugin.model import HFDriftLM
 
     # everything that can be checked without the weights, before they load

@@ -80,7 +80,7 @@ def model_folder(model_args: dict, res: dict) -> str:
     """The name of a run's model folder: its readable name (``model_name``) with the
     characters that lm-eval replaces in folder names (``/``, ``:``, ...) made ``__``, and no
     leading dot (a hidden folder is not read)."""
-    from lm_eval.utils import sanitize_model_name
+    from lm_eval.utils import sanitize_model_name  # deferred, start-up: loads jinja2, lm_eval, numpy, requests, yaml
 
     return sanitize_model_name(model_name(model_args, res)).lstrip(".") or "model"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import time
 
+from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
 from drift_eval import __version__
@@ -83,8 +84,6 @@ class YamlTask(ConfigurableTask):
         """One request of the drift ``request_type`` (a ``drift_eval.plugin.request_types``
         record) for ``doc``: ``arguments`` are ``argument`` (a JSON-able value is sent as JSON
         text) and the generation kwargs."""
-        from lm_eval.api.instance import Instance
-
         if not isinstance(argument, str):
             argument = json.dumps(argument, ensure_ascii=False)
         return Instance(request_type=request_type.name, doc=doc, arguments=(argument, gen_kwargs or {}), idx=0,

@@ -98,6 +98,7 @@ class DriftLM:
             own = getattr(self.lm, name)
             return self._served(name, own) if name in BUILTIN_TYPES else own
         if rt.any_chat_model:  # conversations: served here, on every chat model, hf-drift included
+            # deferred, start-up: loads torch, tqdm
             from drift_eval.plugin.serving import SERVERS  # torch: only once a run serves a drift request type
 
             serve = SERVERS[name]
@@ -152,7 +153,7 @@ class DriftLM:
         setting, cap_mb = self.conversation_cache
         if setting == "off" or backends.backend_of(self.model).model != "hf":
             return None
-        from drift_eval.plugin import carry
+        from drift_eval.plugin import carry  # deferred, start-up: loads huggingface_hub, torch, tqdm, transformers
 
         return carry.StockCarry(self.model, setting, cap_mb) if carry.stock_hf(self.model) else None
 

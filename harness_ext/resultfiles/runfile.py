@@ -9,6 +9,7 @@ declares (as the run recorded it, ``drift_eval.catalogue.recorded``). A damaged 
 with one ``DamagedFile`` line that names it."""
 from __future__ import annotations
 
+import datetime
 import glob
 import json
 import os
@@ -62,8 +63,6 @@ class Length:
 
 
 def _date(res: dict, fallback: str) -> str:
-    import datetime
-
     stamp = res.get("date")
     if is_finite(stamp):
         return datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

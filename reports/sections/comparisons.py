@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import math
 
+from drift_eval.catalogue import conditional_partner
+from drift_eval.decide.compare import compared_metrics
 from drift_eval.metrics import power
 from drift_eval.reports.state import ARROWS, finite
-from drift_eval.catalogue import conditional_partner
 
 
 def settings(rep) -> dict | None:
-    from drift_eval.decide.compare import compared_metrics
-
     blocks = []
     for run in rep.output.ordered_runs():
         base = rep.output.runs.get((run.model, "none"))

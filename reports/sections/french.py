@@ -9,8 +9,11 @@
   with the text of that segment."""
 from __future__ import annotations
 
-from drift_eval.reports.sections.runs import text_of
 from drift_eval.catalogue import hinted
+from drift_eval.metrics import drift, langid
+from drift_eval.metrics.languages import known, language
+from drift_eval.reports.sections.runs import text_of
+from drift_eval.reports.svg import strip, strips
 
 AUDIT_ROWS = 60
 
@@ -33,14 +36,10 @@ def target(rep, task: str) -> str:
 
 
 def language_name(code: str) -> str:
-    from drift_eval.metrics.languages import known, language
-
     return language(code).name if known(code) else code
 
 
 def survival(rep) -> dict | None:
-    from drift_eval.metrics import drift
-
     figures = []
     for task, tl, _ in timeline_tasks(rep):
         lang = target(rep, task)
@@ -65,9 +64,6 @@ def survival(rep) -> dict | None:
 
 
 def audit(rep) -> dict | None:
-    from drift_eval.metrics import drift
-    from drift_eval.reports.svg import strip, strips
-
     blocks = []
     for task, tl, conf in timeline_tasks(rep):
         lang = target(rep, task)
@@ -102,8 +98,6 @@ def audit(rep) -> dict | None:
 
 def _segment_text(text: str, k: int, size: int, chars: int = 200) -> str:
     """The original text of segment ``k`` (``size`` metric tokens, as the timeline was cut)."""
-    from drift_eval.metrics import langid
-
     spans = [m.span() for m in langid.TOKEN_RE.finditer(text or "")][k * size:(k + 1) * size]
     if not spans:
         return ""

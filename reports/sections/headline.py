@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 
+from drift_eval.catalogue import hinted
 from drift_eval.reports import text
+from drift_eval.reports.sections.languages import family, target_of
 from drift_eval.reports.sections.verdict import gate_outcome
 
 SECTION = "headline"
@@ -19,7 +21,6 @@ def _columns(rep) -> list:
     first, in the order the results list them."""
     names = rep.output.task_names()
     groups = {t for r in rep.output.runs.values() for t, tr in r.tasks.items() if tr.is_group}
-    from drift_eval.reports.sections.languages import family, target_of
 
     _, inside = family(rep.output)  # shown one row per member in the Languages section
     out: dict = {}
@@ -77,8 +78,6 @@ def _table(rep, family: str, columns: list) -> dict:
 def _causes(rep, run, task: str) -> list:
     """(cause, share) of the samples not kept, by first cause: the task's metrics with the
     ``cause`` role (their labels, less "not kept: "), so that a low headline says why."""
-    from drift_eval.catalogue import hinted
-
     out = []
     for metric in hinted(rep.cat, task, "cause"):
         if rep.has(run, task, metric):

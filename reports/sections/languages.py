@@ -14,6 +14,12 @@
 It reads the tasks' ``dataset_kwargs`` and roles from the YAMLs, never a task's name."""
 from __future__ import annotations
 
+from drift_eval.catalogue import hinted
+from drift_eval.metrics import stats
+from drift_eval.metrics.languages import known, language
+from drift_eval.reports.svg import heat_map
+from drift_eval.tasks import task_info
+
 SECTION = "languages"
 
 
@@ -22,8 +28,6 @@ def family(output) -> tuple[list, set]:
     ``target_language`` in its YAML, such as ``drift_languages``; every task and group under
     them). The headline table and the leaderboard show such a family by its top group, and
     this section one row per member. Any other group of groups is shown as usual."""
-    from drift_eval.tasks import task_info
-
     info = task_info()
 
     def named(task) -> bool:
@@ -75,8 +79,6 @@ def _pooled(rep, runs: list, rows: list) -> list:
     """Per headline metric of the languages' own tasks (not their groups), the family pooled:
     every sample of every language in one mean, with its interval (as the family's group
     would pool them, weighted by each task's samples)."""
-    from drift_eval.metrics import stats
-
     out = []
     by_metric: dict = {}
     for r in rows:
@@ -123,10 +125,6 @@ def _between_models(rep, runs: list, rows: list) -> dict | None:
 
 
 def build(rep) -> dict | None:
-    from drift_eval.metrics.languages import known, language
-    from drift_eval.reports.svg import heat_map
-    from drift_eval.catalogue import hinted
-
     langs = _language_tasks(rep)
     if not langs:
         return None

@@ -3,8 +3,9 @@ and stderr (curve points left to the curves), and two escaped sample excerpts, t
 compliant first (by the task's headline)."""
 from __future__ import annotations
 
-from drift_eval.reports.state import number
 from drift_eval.catalogue import is_curve
+from drift_eval.conversation import assistant_replies
+from drift_eval.reports.state import number
 
 EXCERPT_CHARS = 400
 EXCERPTS_PER_RUN = 2
@@ -35,8 +36,6 @@ def text_of(sample) -> str | None:
 
 
 def _excerpts(tr, flag: str | None) -> list:
-    from drift_eval.conversation import assistant_replies
-
     if not tr.samples:
         return []
     flag = flag if flag and flag in tr.samples[0] else None

@@ -4,13 +4,12 @@ the headline metrics (``--baseline``, or the policy's). Without either the secti
 out: the headline section answers the question."""
 from __future__ import annotations
 
+from drift_eval.decide.gate import LABEL, UNDETERMINED, exit_status
 from drift_eval.reports.sections.comparisons import comparison_rows
 
 
 def gate_outcome(rep) -> dict | None:
     """The gate's status and its rules' outcomes, or None without a policy."""
-    from drift_eval.decide.gate import LABEL, UNDETERMINED, exit_status
-
     if rep.outcomes is None:
         return None
     status = exit_status(rep.outcomes)

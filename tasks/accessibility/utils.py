@@ -4,6 +4,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, fields
 
+import datasets
+from lm_eval.api.metrics import mean
+
 from drift_eval.logs import log
 from drift_eval.plugin.request_types import ACCESSIBILITY
 from drift_eval.plugin.task_base import YamlTask
@@ -11,7 +14,7 @@ from drift_eval.plugin.task_base import YamlTask
 
 
 def _option_names():
-    from drift_eval.measure.cramming import Settings
+    from drift_eval.measure.cramming import Settings  # deferred, start-up: loads torch
 
     return [f.name for f in fields(Settings)]
 
@@ -20,9 +23,7 @@ def load_settings(**metadata):
     """One doc: the cramming settings. ``--metadata`` keys named like ``Settings`` fields
     (``ms``, ``lengths``, ``strings``, ``max_steps``, ...) set them; lm-eval's other
     metadata (model arguments, ``version``) is left alone."""
-    import datasets
-
-    from drift_eval.measure.cramming import Settings
+    from drift_eval.measure.cramming import Settings  # deferred, start-up: loads torch
 
     options = {k: v for k, v in metadata.items() if k in _option_names()}
     settings = Settings.from_options(**options)  # bad values stop here, with one line
@@ -40,8 +41,6 @@ class AccessibilityTask(YamlTask):
             return []
 
     def aggregation(self):
-        from lm_eval.api.metrics import mean
-
         return {**super().aggregation(), **{f"n50_m{m}": mean for m in self._ms()}}
 
     def higher_is_better(self):

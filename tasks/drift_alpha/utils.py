@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import math
 
+import datasets
+
 from drift_eval.errors import DriftUsageError
 from drift_eval.measure.continuations import read_continuations
 from drift_eval.metrics import alpha as am
@@ -48,8 +50,6 @@ def _scenes(num_scenes) -> list[dict]:
 def load_axis(axis: str, num_scenes=DEFAULTS["num_scenes"], bootstrap_iters=DEFAULTS["bootstrap_iters"],
               decompose=DEFAULTS["decompose"], **_metadata):
     """``custom_dataset``: one doc per scene, holding its base prompt and ``axis`` variant."""
-    import datasets
-
     if axis not in AXES:
         raise DriftUsageError(f"unknown axis '{axis}': use one of {', '.join(AXES)}")
     _flag(decompose, "decompose")
@@ -60,8 +60,6 @@ def load_axis(axis: str, num_scenes=DEFAULTS["num_scenes"], bootstrap_iters=DEFA
 
 def load_prompts(num_scenes=DEFAULTS["num_scenes"], **_metadata):
     """``custom_dataset`` for drift_ppl: one doc per scene (its base prompt)."""
-    import datasets
-
     return {"test": datasets.Dataset.from_list([{"scene": s["id"], "prompt": s["base"]}
                                                  for s in _scenes(num_scenes)])}
 

@@ -18,6 +18,8 @@ import json
 import math
 from dataclasses import fields
 
+import datasets
+
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics import decode as dm
 from drift_eval.metrics.values import ListValue
@@ -29,7 +31,7 @@ from drift_eval.taskdata.alpha import AXES, read_scenes
 def _settings(metadata: dict) -> dict:
     """The decode settings named in ``--metadata``, checked (one line for a bad value); the
     other keys (other tasks' options, lm-eval's ``version``) are left alone."""
-    from drift_eval.measure.decode import Settings
+    from drift_eval.measure.decode import Settings  # deferred, start-up: loads torch
 
     names = {f.name for f in fields(Settings)}
     return Settings.from_options(**{k: v for k, v in metadata.items() if k in names}).as_dict()
@@ -38,8 +40,6 @@ def _settings(metadata: dict) -> dict:
 def load_axis(axis: str, num_scenes=20, **metadata):
     """``custom_dataset``: one doc per scene, holding its base prompt, the ``axis`` variant
     and the sampling settings."""
-    import datasets
-
     if axis not in AXES:
         raise DriftUsageError(f"unknown axis '{axis}': use one of {', '.join(AXES)}")
     scenes = read_scenes()

@@ -8,6 +8,8 @@ lives in ``drift_eval.metrics``.
 """
 from __future__ import annotations
 
+import datasets
+
 from drift_eval.conversation import ConversationSpec, assistant_replies
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics import conversation, drift
@@ -22,8 +24,6 @@ from drift_eval.taskdata.french import CONFLICT_REQUEST, read_conversations, rea
 
 def load_single_turn(prompt_language: str = "en", **_metadata):
     """``custom_dataset`` for lm-eval: one doc per user request, with its system prompt."""
-    import datasets
-
     docs = [dict(r, system_prompt=system_prompt(prompt_language), prompt_language=prompt_language)
             for r in read_requests()]
     return {"test": datasets.Dataset.from_list(docs)}
@@ -49,8 +49,6 @@ def load_conversations(prompt_language: str = "en", mode: str = "live", reinject
     ``{"num_conversations": N, "reinject_every": K, "conflict_turn": T}`` changes them).
     ``conflict_turn`` T > 0 appends the user's request to switch to English
     (``data.CONFLICT_REQUEST``) to the user message of turn T."""
-    import datasets
-
     system = system_prompt(prompt_language)
     convs = read_conversations()
     reinject_every = int_option("reinject_every", reinject_every, 0)

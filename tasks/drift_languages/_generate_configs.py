@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 
+from drift_eval.files import write_text_atomic
 from drift_eval.metrics.languages import TARGETS, language
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -79,8 +80,6 @@ def main(argv=None) -> int:
         if not same:
             stale.append(name)
             if not args.check:
-                from drift_eval.files import write_text_atomic
-
                 write_text_atomic(path, text)
     if args.check and stale:
         print(f"{len(stale)} generated task files differ (first: {stale[0]}): rerun _generate_configs.py")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import functools
 
+import datasets
+
 from drift_eval.conversation import ConversationSpec, assistant_replies
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics import conversation, drift
@@ -36,8 +38,6 @@ def _first(items: list, count, what: str) -> list:
 def load_single_turn(target_language: str = "fr", prompt_wording: str = "en", num_requests=None, **_metadata):
     """``custom_dataset``: one doc per request of the bank (all 200, or the first
     ``num_requests`` given with ``--metadata``), with the target's instruction."""
-    import datasets
-
     system = system_prompt(check_target(target_language), prompt_wording)
     docs = [dict(r, system_prompt=system, target_language=target_language, prompt_wording=prompt_wording)
             for r in _first(read_requests(), num_requests, "num_requests")]
@@ -48,8 +48,6 @@ def load_conversations(target_language: str = "fr", prompt_wording: str = "en", 
                        **_metadata):
     """``custom_dataset``: one doc per conversation of the bank (all 100, or the first
     ``num_conversations``), replayed live: each turn sees the model's own earlier replies."""
-    import datasets
-
     system = system_prompt(check_target(target_language), prompt_wording)
     docs = []
     for c in _first(read_conversations(), num_conversations, "num_conversations"):

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import json
 
+import datasets
+import numpy as np
+
 from drift_eval.errors import DriftUsageError
 from drift_eval.plugin.request_types import POSITION_PROFILE
 from drift_eval.plugin.task_base import YamlTask
@@ -13,8 +16,6 @@ ROLLOUTS = ("residual_aware", "attention_only", "abnar_zuidema")
 
 def load_settings(length: int = 64, sequences: int = 8, **_metadata):
     """One doc: the sequence length and count (``--metadata '{"length": 32}'``)."""
-    import datasets
-
     length, sequences = int_option("position_bias length", length, 2), int_option("position_bias sequences", sequences, 1)
     return {"test": datasets.Dataset.from_list([{"length": length, "sequences": sequences}])}
 
@@ -43,8 +44,6 @@ class Profile(tuple):
 
 def mean_profile(profiles):
     """lm-eval aggregation of per-doc profiles: the position-wise mean (a ``Profile``)."""
-    import numpy as np
-
     profiles = [list(p) for p in profiles]
     if not profiles:
         return Profile()

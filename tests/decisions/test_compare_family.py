@@ -6,6 +6,8 @@ import re
 import pytest
 from scipy.stats import false_discovery_control
 
+from drift_eval.decide.compare import adjust_comparisons, compare_models
+from drift_eval.decide.results import load_output
 from support.checks import run_cli
 from support.handmade_results import write_task_run
 
@@ -49,9 +51,6 @@ def test_one_comparison_is_a_family_of_one(tmp_path, capsys):
 
 
 def test_adjusted_comparisons_say_so_in_their_line(tmp_path):
-    from drift_eval.decide.compare import adjust_comparisons, compare_models
-    from drift_eval.decide.results import load_output
-
     out = load_output(_board(tmp_path / "board"))
     rows = compare_models(out, out, "new", "shipped")
     plain = {c.setting: c for c in rows}

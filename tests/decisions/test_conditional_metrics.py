@@ -1,12 +1,16 @@
 """Conditional metrics and metrics without a direction, as compare, the gate's messages and
 the report show them: a conditional metric is labelled with its unconditional partner and
 the partner is compared beside it; a metric without a direction is never better or worse."""
+import glob
 import json
 import os
 
 import pytest
 
-from support.handmade_results import _task_block
+from drift_eval.decide.compare import compare_models
+from drift_eval.decide.results import load_output
+from drift_eval.reports.render import build_context, render
+from support.handmade_results import _task_block, write_output
 
 N = 20
 
@@ -38,10 +42,6 @@ def _run(root, model, per_metric: dict, setting="none", task="drift_french_singl
 
 
 def test_a_conditional_metric_is_labelled_and_its_partner_compared(tmp_path):
-    from drift_eval.decide.compare import compare_models
-    from drift_eval.decide.results import load_output
-    from drift_eval.reports.render import render
-
     # baseline: 10 answers start French, 2 of them leave (drift_given_start 2/10, started_then_left 2/20);
     # candidate: 16 start French, 4 leave (4/16 given the start, 4/20 of all)
     base_start = [1] * 10 + [0] * 10
@@ -70,10 +70,6 @@ def test_a_conditional_metric_is_labelled_and_its_partner_compared(tmp_path):
 
 
 def test_a_metric_without_a_direction_is_neither_better_nor_worse(tmp_path):
-    from drift_eval.decide.compare import compare_models
-    from drift_eval.decide.results import load_output
-    from drift_eval.reports.render import build_context
-
     # words_last_turn has no direction (higher_is_better: null): half the candidate's last turns are
     # 10 words longer, none shorter (10 differences of one sign: the exact sign-flip p is 2/1024)
     task = "drift_french_multiturn_fixed"
@@ -91,13 +87,6 @@ def test_a_metric_without_a_direction_is_neither_better_nor_worse(tmp_path):
 
 
 def test_the_audit_shows_an_answer_with_no_known_segment_as_undetermined(tmp_path):
-    import glob
-
-    from support.handmade_results import write_output
-
-    from drift_eval.decide.results import load_output
-    from drift_eval.reports.render import build_context, render
-
     write_output(str(tmp_path), settings=("none",))
     [path] = glob.glob(str(tmp_path / "none" / "*" / "samples_drift_french_single_*.jsonl"))
     rows = [json.loads(x) for x in open(path, encoding="utf-8")]

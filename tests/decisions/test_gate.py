@@ -1,11 +1,16 @@
 """Release gating: the results loader's errors, drift-eval gate (exit 0/1/2, JUnit XML) and
 the pytest plugin (--drift-results, drift_results fixture), on hand-made and real results."""
+import dataclasses
 import json
 import shutil
 import xml.etree.ElementTree as ET
 
 import pytest
 
+from drift_eval.cli import main
+from drift_eval.decide.policy import load_policy, rule_from, Policy, Rule
+from drift_eval.decide.pytest_plugin import DriftResults, UnusableResults
+from drift_eval.decide.results import load_output
 from support.checks import write_policy
 from support.handmade_results import write_output
 
@@ -13,16 +18,12 @@ pytest_plugins = ["pytester"]
 
 
 def _gate(capsys, *args):
-    from drift_eval.cli import main
-
     rc = main(["gate", *map(str, args)])
     cap = capsys.readouterr()
     return rc, cap.out, cap.err
 
 
 def test_loader_reads_settings_intervals_and_pooled_group(handmade):
-    from drift_eval.decide.results import load_output
-
     out = load_output(handmade)
     assert out.labels == ["none", "const:0.25", "log:0.25"]
     m = out.metric("drift_french_single", "fully_french", "none")
@@ -107,10 +108,6 @@ def test_bad_policy_exits_2_with_one_line(handmade, tmp_path, capsys, text, need
 
 
 def test_a_policy_is_checked_once_into_frozen_typed_rules(tmp_path):
-    import dataclasses
-
-    from drift_eval.decide.policy import Policy, Rule, load_policy
-
     (tmp_path / "release").mkdir()
     policy = load_policy(write_policy(tmp_path, """
 baseline: release
@@ -137,9 +134,6 @@ rules:
 
 
 def test_the_pytest_plugin_s_rules_are_checked_as_a_policy_s(handmade, tmp_path):
-    from drift_eval.decide.pytest_plugin import DriftResults, UnusableResults
-    from drift_eval.decide.results import load_output
-
     results = DriftResults(load_output(handmade))
     with pytest.raises(UnusableResults, match="^rule on drift_french_single/fully_french: 'on' must be one of value, "
                                               "lower, upper, got 'middle'$"):
@@ -220,16 +214,11 @@ def test_a_regression_rule_on_a_metric_without_direction_exits_2_before_any_resu
     assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err
     assert "rule 1 (drift_french_multiturn/mean_words) has no direction" in err and "use min or max" in err
     # a bound on the same metric is meaningful, and so is a regression rule on a metric with a direction
-    from drift_eval.decide.policy import rule_from
-
     assert rule_from({"task": "drift_french_multiturn", "metric": "mean_words", "min": 20}).min == 20.0
     assert rule_from({"task": "drift_french_single", "metric": "fully_french", "max_regression": 0.05}).against_baseline
 
 
 def test_the_pytest_plugin_refuses_a_regression_rule_without_direction(handmade, tmp_path):
-    from drift_eval.decide.pytest_plugin import DriftResults, UnusableResults
-    from drift_eval.decide.results import load_output
-
     results = DriftResults(load_output(handmade))
     with pytest.raises(UnusableResults, match="^rule on drift_french_single/answer_tokens has no direction"):
         results.compare_to(tmp_path / "nowhere", "drift_french_single", "answer_tokens", max_regression=10)

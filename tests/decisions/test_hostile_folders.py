@@ -15,6 +15,8 @@ import json
 import math
 import os
 import re
+import subprocess
+import sys
 import tempfile
 import unicodedata
 import xml.etree.ElementTree as ET
@@ -26,6 +28,7 @@ from cmarkgfm.cmark import Options
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from drift_eval.cli import main
 from support.commands import not_json
 
 DATE = "2026-01-01T00-00-00.000000"
@@ -96,8 +99,6 @@ def _write(root: str, spec: dict) -> str:
 
 
 def _run(argv: list, cwd: str):
-    from drift_eval.cli import main
-
     out, err = io.StringIO(), io.StringIO()
     here = os.getcwd()
     os.chdir(cwd)
@@ -225,9 +226,6 @@ def _plugin(root: str, cand: str, base: str) -> None:
     """The pytest plugin on the candidate (two gate tests, a bound and a regression against
     the baseline), in its own process as CI runs it: exit 0 or 1 for rules, 2 for unusable
     input, and no raw control or format character in what it prints."""
-    import subprocess
-    import sys
-
     gates = os.path.join(root, "gates")
     os.makedirs(gates)
     with open(os.path.join(gates, "test_release.py"), "w", encoding="utf-8") as fh:

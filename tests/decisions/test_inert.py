@@ -5,13 +5,19 @@ characters."""
 import csv
 import html
 import io
+import json
 import re
+import unicodedata
+import xml.etree.ElementTree as ET
 
 import pytest
+from cmarkgfm.cmark import Options
 
 from support.commands import not_json
 
 from drift_eval import inert
+from drift_eval.cli import main
+from support.handmade_results import write_task_run
 
 HOSTILE = [
     "![x](https://evil.example/i.png)", "[c](javascript:alert(1))", "<script>alert(1)</script>",
@@ -26,7 +32,6 @@ MARKUP = re.compile(r"<(a|img|h[1-6]|script|ol|ul|li|blockquote|strong|em|del|pr
 @pytest.fixture(scope="module")
 def render():
     cmarkgfm = pytest.importorskip("cmarkgfm")
-    from cmarkgfm.cmark import Options
 
     return lambda md: cmarkgfm.github_flavored_markdown_to_html(md, options=Options.CMARK_OPT_UNSAFE)
 
@@ -89,8 +94,6 @@ def test_terminal_text_shows_every_format_character_escaped():
     """Bidirectional overrides and isolates, zero-width characters and the other format
     characters (Unicode category Cf) are shown escaped, so that a name cannot reorder or
     hide what a terminal or a CI log shows."""
-    import unicodedata
-
     every = "".join(chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Cf")
     assert len(every) > 150
     for one_line in (False, True):
@@ -101,8 +104,6 @@ def test_terminal_text_shows_every_format_character_escaped():
 
 
 def test_json_output_is_strict_with_null_for_non_finite_numbers():
-    import json
-
     value = {"a": float("nan"), "b": [1.0, float("inf"), (float("-inf"), 2)], "c": "NaN", "d": True, "e": 3}
     text = inert.json_text(value)
     assert json.loads(text, parse_constant=not_json) == {"a": None, "b": [1.0, None, [None, 2]], "c": "NaN",
@@ -112,12 +113,6 @@ def test_json_output_is_strict_with_null_for_non_finite_numbers():
 def test_compare_writes_strict_json(tmp_path, capsys):
     """``drift-eval compare --format json`` on runs whose comparison has no interval or MDE
     to give: every number is finite or null."""
-    import json
-
-    from support.handmade_results import write_task_run
-
-    from drift_eval.cli import main
-
     base = write_task_run(tmp_path / "base", "shipped", [1] * 4)
     cand = write_task_run(tmp_path / "cand", "new", [1] * 4)
     assert main(["compare", str(cand), str(base), "--format", "json"]) == 0
@@ -128,8 +123,6 @@ def test_compare_writes_strict_json(tmp_path, capsys):
 def test_terminal_text_always_encodes_and_is_xml():
     """A lone surrogate (a JSON file can hold one) or a non-character is shown escaped, so the
     text encodes as UTF-8 and is XML 1.0 (the JUnit file uses this function too)."""
-    import xml.etree.ElementTree as ET
-
     shown = inert.terminal("a\ud800b\ufffe\x01", one_line=True)
     assert shown == "a\\ud800b\\ufffe\\x01" and shown.encode("utf-8")
     ET.fromstring(f"<x>{shown}</x>")
@@ -139,8 +132,6 @@ def test_markdown_shows_control_and_format_characters_escaped(render):
     """A bidirectional override, a zero-width character, an escape sequence or a lone
     surrogate in a name is shown escaped in Markdown (a code span or prose), as in the
     terminal: the rendered page cannot reorder or hide what it shows."""
-    import unicodedata
-
     hostile = "PASS\u202e lanif\u200b\x1b[2J\ud800\U000e0041 <b>x</b>"
     for shown in (inert.markdown(hostile), inert.markdown(hostile, cell=True), inert.markdown_text(hostile)):
         assert not any(unicodedata.category(ch) in ("Cc", "Cf", "Cs") for ch in shown), shown
@@ -154,8 +145,6 @@ def test_readable_json_prints_inert_and_reads_back_the_same():
     """``json_text(..., ensure_ascii=False)`` keeps letters readable but writes what the
     terminal must not show raw as JSON's own escapes: printing it changes nothing, it encodes
     as UTF-8, and a strict parser reads back the very same strings."""
-    import json
-
     value = {"model": "Qwen\u202e\x85\x7f\ud800\ufffe\U000e0041\u2028 日本語 ü", "n": float("inf")}
     text = inert.json_text(value, ensure_ascii=False)
     assert inert.terminal(text) == text and text.encode("utf-8")

@@ -4,9 +4,11 @@ name stays inert in every format."""
 import csv
 import io
 import json
+import sys
 
 import pytest
 
+from drift_eval.cli import main
 from support.checks import run_cli
 from support.handmade_results import write_output, write_task_run
 
@@ -88,10 +90,6 @@ def test_the_leaderboard_ranks_runs_of_two_task_versions_apart(tmp_path, capsys)
 
 def test_a_reader_that_stops_reading_ends_the_command_without_a_traceback(tmp_path, monkeypatch, capsys):
     """``drift-eval leaderboard ... | head -1``: the pipe closes while the board is written."""
-    import sys
-
-    from drift_eval.cli import main
-
     class Closed(io.StringIO):
         def __init__(self, fh):
             super().__init__()

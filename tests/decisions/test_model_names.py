@@ -10,10 +10,13 @@ import pytest
 
 from support.handmade_results import write_output
 
-from drift_eval.resultfiles.names import converted_gguf, model_name
 from drift_eval.decide.results import load_output
-from drift_eval.resultfiles.runfile import read_run_file
 from drift_eval.errors import DriftUsageError
+from drift_eval.plugin import local_models
+from drift_eval.plugin.sweep import run_sweep
+from drift_eval.plugin.sweep_folder import model_folder, publish as _publish
+from drift_eval.resultfiles.names import converted_gguf, model_name
+from drift_eval.resultfiles.runfile import read_run_file
 
 SMOL = "SmolLM2-135M-Instruct.Q4_1"
 
@@ -84,14 +87,10 @@ def test_two_models_with_one_name_are_told_apart_by_a_short_tag(tmp_path):
     ({"pretrained": "/data/.hidden"}, "hidden"),  # a hidden folder would not be read
 ])
 def test_a_setting_is_published_under_the_readable_name(model_args, folder):
-    from drift_eval.plugin.sweep_folder import model_folder
-
     assert model_folder(model_args, {"config": {}}) == folder
 
 
 def test_publish_moves_lm_evals_files_into_the_readable_folder(tmp_path):
-    from drift_eval.plugin.sweep_folder import publish as _publish
-
     staging = tmp_path / "staged"
     write_output(staging, settings=("none",))  # lm-eval's layout: <sanitised pretrained>/results_*.json
     setting = tmp_path / "out" / "none"
@@ -119,9 +118,6 @@ def _old_sweep(root, cache, key="0932cb8f3d829473"):
 
 
 def test_a_sweep_finished_the_old_way_resumes_without_running(tmp_path, monkeypatch):
-    from drift_eval.plugin import local_models
-    from drift_eval.plugin.sweep import run_sweep
-
     out = tmp_path / "out"
     _old_sweep(out, tmp_path / "cache")
     manifest = (out / "sweep.json").read_text()
@@ -134,9 +130,6 @@ def test_a_sweep_finished_the_old_way_resumes_without_running(tmp_path, monkeypa
 
 
 def test_a_sweep_whose_converted_model_is_gone_is_refused_with_one_line(tmp_path, monkeypatch):
-    from drift_eval.plugin import local_models
-    from drift_eval.plugin.sweep import run_sweep
-
     out = tmp_path / "out"
     earlier = _old_sweep(out, tmp_path / "cache")
     shutil.rmtree(earlier)

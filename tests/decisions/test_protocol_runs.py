@@ -5,16 +5,14 @@ import json
 
 import pytest
 
+from drift_eval.errors import DriftUsageError
 from support.checks import benchmark
+from support.handmade_results import write_task_run
 
 
 def test_pair_compares_two_tasks_document_by_document(tmp_path):
     """A control task against the plain task on the same documents: the paired difference
     and its exact McNemar p (6 discordant pairs, all one way: p = 2 / 64)."""
-    from support.handmade_results import write_task_run
-
-    from drift_eval.errors import DriftUsageError
-
     tables = benchmark("paired_tables")
     plain = [1, 1, 0, 0, 0, 0, 0, 0, 1, 0]
     control = [1, 1, 1, 1, 1, 1, 1, 1, 1, 0]

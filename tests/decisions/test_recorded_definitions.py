@@ -4,8 +4,10 @@ config (``metric_list`` and its ``report:`` hints) into the results JSON, and ``
 not today's task YAMLs; results that record none are read with today's, and the loader
 says so."""
 import copy
+import glob
 import json
 import logging
+import os
 import pathlib
 
 import pytest
@@ -110,9 +112,6 @@ def test_what_a_metric_means_is_the_runs_and_how_it_is_shown_is_todays():
 
 def test_every_published_run_records_its_definitions():
     """Every committed results file records the definitions of each of its drift tasks."""
-    import glob
-    import os
-
     root = os.path.join(REPO, "docs", "results")
     files = glob.glob(os.path.join(root, "**", "results_*.json"), recursive=True)
     assert files

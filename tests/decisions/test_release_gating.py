@@ -9,6 +9,13 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from drift_eval.catalogue import binary, share
+from drift_eval.decide.compare import compare_metric
+from drift_eval.decide.results import load_output
+from drift_eval.metrics import paired, stats
+from drift_eval.resultfiles.names import model_name
+from drift_eval.settings import parse_model_args, setting_label
+from drift_eval.tasks import metric_catalogue
 from support.checks import run_cli, write_policy
 from support.handmade_results import write_output, write_task_run
 
@@ -17,8 +24,6 @@ pytest_plugins = ["pytester"]
 
 # ---------------------------------------------------------------------- runs by (model, setting)
 def test_runs_are_keyed_by_model_and_setting(tmp_path):
-    from drift_eval.decide.results import load_output
-
     root = tmp_path / "out"
     write_output(root, settings=("none", "log:0.25"), model="alpha")
     write_output(root, settings=("none",), model="beta", french_shift=3)
@@ -35,9 +40,6 @@ def test_runs_are_keyed_by_model_and_setting(tmp_path):
 
 
 def test_model_args_as_lm_eval_s_string_read_like_the_dict(tmp_path):
-    from drift_eval.decide.results import load_output
-    from drift_eval.settings import parse_model_args, setting_label
-
     assert parse_model_args("pretrained=a/b,compensation=log,strength=0.25,note=x=y,flag") == \
         {"pretrained": "a/b", "compensation": "log", "strength": "0.25", "note": "x=y"}
     assert parse_model_args({"pretrained": "a/b"}) == {"pretrained": "a/b"} and parse_model_args(None) == {}
@@ -73,8 +75,6 @@ def test_two_runs_of_one_key_are_an_error_naming_both_files(tmp_path, capsys):
     ({}, {"model_name": "EleutherAI/pythia-160m"}, "EleutherAI/pythia-160m"),
 ])
 def test_models_get_readable_names(model_args, res, name):
-    from drift_eval.resultfiles.names import model_name
-
     assert model_name(model_args, {"config": {}, **res}) == name
 
 
@@ -128,7 +128,6 @@ def test_a_forced_run_is_never_compared_with_an_unforced_one(tmp_path, capsys):
     same = write_task_run(tmp_path / "again", "again", [1] * 36, task_config=FORCED)
     rc, out, err = run_cli(capsys, "compare", same, base)
     assert rc == 0, err  # two forced runs are compared as before
-    from drift_eval.decide.results import load_output
 
     assert load_output(cand).run("none").provenance["length"] == \
         "drift_french_single: unforced on purpose, at most 2048 tokens"
@@ -147,7 +146,6 @@ def test_runs_of_two_versions_of_a_task_are_never_compared(tmp_path, capsys):
     same = write_task_run(tmp_path / "again", "again", [1] * 36, version="3")  # lm-eval writes a number or a string
     rc, out, err = run_cli(capsys, "compare", same, cand)
     assert rc == 0 and "drift_french_single/fully_french" in out, err
-    from drift_eval.decide.results import load_output
 
     assert load_output(cand).run("none").provenance["task_versions"] == "drift_french_single 3.0"
     unversioned = write_task_run(tmp_path / "older", "older", [1] * 36)  # results that record no version
@@ -179,7 +177,6 @@ def test_a_large_sample_without_regression_passes(tmp_path, capsys):
     base = write_task_run(tmp_path / "release", "shipped", values)
     cand = write_task_run(tmp_path / "candidate", "new", swapped)
     rc, out, _ = run_cli(capsys, "gate", cand, "--policy", write_policy(tmp_path, f"baseline: {base}\n" + RULE))
-    from drift_eval.metrics import paired
 
     # Tango's score interval (continuity-corrected) for one pair up and one down of 400
     lo, hi = paired.paired_proportion_interval(1, 1, 400)
@@ -214,9 +211,6 @@ def test_bad_baseline_policies_are_unusable(tmp_path, capsys, text, needle):
 
 
 def test_documents_pair_only_when_they_are_the_same(tmp_path):
-    from drift_eval.decide.compare import compare_metric
-    from drift_eval.decide.results import load_output
-
     base = write_task_run(tmp_path / "release", "shipped", [1] * 10)
     cand = write_task_run(tmp_path / "candidate", "new", [0] * 10)
     [samples] = (tmp_path / "candidate" / "new").glob("samples_*.jsonl")
@@ -267,11 +261,6 @@ def test_a_rate_is_compared_as_a_rate_even_where_its_values_are_0_or_1(tmp_path,
     """``leak_per_1000`` (its YAML hint: ``values: rate``) with per-conversation values
     that happen to be 0 or 1: compare uses the sign-flip test and the rate's interval, not
     McNemar and Wilson; ``fully_french`` (0/1 outcomes) keeps the exact McNemar test."""
-    from drift_eval.decide.results import load_output
-    from drift_eval.metrics import stats
-    from drift_eval.catalogue import binary, share
-    from drift_eval.tasks import metric_catalogue
-
     cat = metric_catalogue()
     assert binary(cat, "drift_french_multiturn", "leak_per_1000") is False
     assert binary(cat, "drift_de_multiturn", "last3_target") is False

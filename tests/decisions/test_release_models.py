@@ -5,6 +5,8 @@ and ``report``; and ``drift-eval demo`` ending with its report."""
 import json
 
 import pytest
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from support.commands import REAL_SWEEP_ARGS, last_line, run_drift_eval
 
@@ -14,9 +16,6 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def twin_sweep(smollm2_dir, tmp_path_factory):
     """The random-init twin of SmolLM2 swept with the real sweep's options."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
     folder = tmp_path_factory.mktemp("twin") / "smollm2-random-init"
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(smollm2_dir), dtype=torch.float32)

@@ -8,11 +8,18 @@ import os
 import re
 
 import pytest
+from cmarkgfm.cmark import Options
 
 from drift_eval.reports import text
 
+from drift_eval.catalogue import series
+from drift_eval.decide.results import load_output
+from drift_eval.metrics import power, stats
+from drift_eval.reports.render import build_context, render
+from drift_eval.reports.svg import heat_map, line_plot, LEGEND_CHAR_PX
+from drift_eval.tasks import metric_catalogue, task_info
 from support.checks import code_strings, run_cli
-from support.handmade_results import INJECTED, write_output
+from support.handmade_results import write_output, write_task_run, INJECTED
 from support.places import REPO
 
 
@@ -30,9 +37,6 @@ def _sections(ctx):
 
 
 def test_context_has_known_comparisons_costs_and_curves(handmade):
-    from drift_eval.decide.results import load_output
-    from drift_eval.reports.render import build_context
-
     ctx = build_context(load_output(handmade))
     sec = _sections(ctx)
     assert [s["id"] for s in ctx["sections"]] == ["headline", "survival", "summary", "curves", "settings", "runs",
@@ -91,11 +95,6 @@ def _bh_by_hand(ctx) -> dict:
 def test_headline_table_and_what_it_supports(handmade, tmp_path):
     """The first section: per family, model x setting -> each task's headline (the YAMLs'
     headline role) with its interval and its change against none; one reading per model."""
-    from drift_eval.decide.results import load_output
-    from drift_eval.metrics import power, stats
-    from drift_eval.reports.render import build_context, render
-    from support.handmade_results import write_task_run
-
     ctx = build_context(load_output(handmade))
     tables = {t["family"]: t for t in _sections(ctx)["headline"]["tables"]}
     assert list(tables) == ["drift_french", "drift_alpha", "position_bias"]  # accessibility has no headline here
@@ -158,7 +157,6 @@ def test_headline_table_and_what_it_supports(handmade, tmp_path):
 def _ci(ctx, setting):
     [d] = [b for b in _sections(ctx)["settings"]["blocks"] if b["title"] == f"{setting} − none"]
     [row] = [r for r in d["rows"] if (r["task"], r["metric"]) == ("drift_french", "drift_score")]
-    from drift_eval.reports import text
 
     return f"[{text.short(row['d'].lower, True, 0.5)}, {text.short(row['d'].upper, True, 0.5)}]"
 
@@ -166,9 +164,6 @@ def _ci(ctx, setting):
 def test_survival_and_turn_curves_are_small_multiples(two_models, tmp_path):
     """Two models x two settings: one panel per model, its settings as lines, one colour per
     setting in both panels, the same axes."""
-    from drift_eval.decide.results import load_output
-    from drift_eval.reports.render import build_context
-
     ctx = build_context(load_output(two_models))
     [fig] = _sections(ctx)["survival"]["figures"]
     assert fig["title"] == "drift_french_single: share of answers still in French, by segment"
@@ -192,9 +187,6 @@ def test_survival_and_turn_curves_are_small_multiples(two_models, tmp_path):
 
 
 def test_survival_curve_and_audit_strip_from_the_timelines(handmade):
-    from drift_eval.decide.results import load_output
-    from drift_eval.reports.render import build_context
-
     ctx = build_context(load_output(handmade))
     surv = {(r["setting"], r["segment"], r["statistic"]): r["value"] for r in ctx["records"]
             if r["section"] == "survival"}
@@ -217,7 +209,6 @@ def test_markdown_report_links_separate_svg_files_and_escapes_text(handmade, tmp
     assert "| `drift_french_single` | `fully_french` ↑ | +0.5000 |" in md and "**significant**" in md and "*not significant*" in md
     assert "<svg" not in md  # GitHub strips inline SVG: files instead
     cmarkgfm = pytest.importorskip("cmarkgfm")
-    from cmarkgfm.cmark import Options
 
     page = cmarkgfm.github_flavored_markdown_to_html(md, options=Options.CMARK_OPT_UNSAFE)  # raw HTML kept, if any
     assert "<script" not in page and "<i>" not in page and "&lt;script&gt;" in page  # answers stay text
@@ -249,9 +240,6 @@ def test_json_and_csv_exports_carry_the_numbers_of_the_page(handmade, tmp_path, 
 
 
 def test_two_models_with_baseline_and_policy(two_models, tmp_path, capsys):
-    from drift_eval.decide.results import load_output
-    from drift_eval.reports.render import build_context
-
     policy = tmp_path / "gate.yaml"
     policy.write_text("baseline: good\nrules:\n"
                       "  - {task: drift_french_single, metric: fully_french, max_regression: 0.05, on: upper}\n")
@@ -305,11 +293,6 @@ def test_report_on_real_sweep_has_profiles_and_comparison(real_sweep, tmp_path, 
 def test_provenance_of_a_run_spans_every_results_file(tmp_path):
     """A model and setting whose tasks ran at different times (two results files) keep both
     files' code versions and both tasks' generation lengths in the provenance."""
-    import json
-
-    from drift_eval.decide.results import load_output
-    from support.handmade_results import write_task_run
-
     for root, task, gen, git in (("a", "drift_french_single", {"max_gen_toks": 2048, "min_new_tokens": 2048}, "aaa111"),
                                  ("b", "drift_french_multiturn", {"max_gen_toks": 512}, "bbb222")):
         write_task_run(tmp_path / root / "none", "tiny", [1, 0, 1], task=task,
@@ -328,8 +311,6 @@ def test_provenance_of_a_run_spans_every_results_file(tmp_path):
 
 
 def test_line_plot_legend_column_fits_the_longest_series_name():
-    from drift_eval.reports.svg import LEGEND_CHAR_PX, line_plot
-
     def width(svg):
         return int(re.search(r'<svg[^>]* width="(\d+)"', str(svg)).group(1))
 
@@ -347,9 +328,6 @@ def test_report_code_names_no_task_and_no_metric():
     """The report reads metric names, directions and roles from the task YAMLs (the catalogue):
     no string in its code (the leaderboard aside) is a task's or a metric's name, or a curve's
     prefix."""
-    from drift_eval.catalogue import series
-    from drift_eval.tasks import metric_catalogue, task_info
-
     cat = metric_catalogue()
     names = set(cat) | set(task_info()) | {m for ms in cat.values() for m in ms}
     prefixes = {spec["prefix"] for t in cat for spec in series(cat, t)}
@@ -365,10 +343,6 @@ def test_report_code_names_no_task_and_no_metric():
 def test_the_heat_map_shows_its_title_and_labels_as_text():
     """The title, row and column labels are the texts' content (escaped), squeezed to fit
     with textLength where they are long, never replaced by the attribute."""
-    import re
-
-    from drift_eval.reports.svg import heat_map
-
     svg = str(heat_map(["Arabic (ar)", "a very long row label <b>that overflows</b> its column"],
                        ["SmolLM2-135M-Instruct.Q4_1 [none]", "qwen"], [[0.0, 0.28], [None, 1.0]], "fully_target by language"))
     texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
@@ -381,11 +355,6 @@ def test_the_heat_map_shows_its_title_and_labels_as_text():
 def test_the_first_screen_splits_the_samples_not_kept_by_cause(tmp_path):
     """The headline table gives, under a language task's headline, the share of samples not
     kept in full by first cause, read from the task's ``cause`` metrics."""
-    from support.handmade_results import write_output
-
-    from drift_eval.decide.results import load_output
-    from drift_eval.reports.render import render
-
     write_output(str(tmp_path), settings=("none",))
     md = render(load_output(str(tmp_path)), "md")
     headline = md.split("## Headline", 1)[1].split("\n## ", 1)[0]

@@ -1,6 +1,7 @@
 """drift-eval report in a real browser (headless Chromium): the HTML page renders, its plots and
 tables fit, scripts planted in the results stay inert, and the languages heat map shows its
 labels."""
+import html as markup
 import json
 import os
 import re
@@ -50,8 +51,6 @@ document.body.appendChild(pre);
 
 def _layout(browser, flags, html, path):
     """The layout of ``html`` at 1280 x 800, measured in Chromium (``LAYOUT_SCRIPT``)."""
-    import html as markup
-
     page = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html).replace("</body>",
                                                                                           LAYOUT_SCRIPT + "</body>")
     path.write_text(page)
@@ -139,8 +138,6 @@ def test_the_languages_heat_map_shows_its_labels_in_chromium(tmp_path, capsys):
     """The Languages section's heat map, on committed real runs of two models in two
     languages, as Chromium renders it: its title, its row labels (language and code) and its
     column labels (model and setting) are the SVG's text, read from the rendered DOM."""
-    import html as markup
-
     base = os.path.join(REPO, "docs", "results", "languages")
     folders = [os.path.join(base, f"{model}_single", lang) for model in ("smollm2", "qwen") for lang in ("ar", "ja")]
     page = tmp_path / "languages.html"

@@ -7,8 +7,10 @@ import os
 import re
 
 import pytest
+from cmarkgfm.cmark import Options
 
 from support.checks import run_cli
+from support.handmade_results import write_task_run
 
 
 HOSTILE_NAME = '=HYPERLINK("https://evil.example")![x](https://evil.example/i.png)<img src=x onerror=alert(1)>'
@@ -23,8 +25,6 @@ def test_hostile_text_from_results_is_inert_in_every_format(tmp_path, capsys):
     show them as text; a task named with an image, and setting labels, cannot be hostile (a
     results file with such a task name, or whose compensation is not a setting, is refused
     by the loader, with one line)."""
-    from support.handmade_results import write_task_run
-
     write_task_run(tmp_path / "bad", "m", [1, 0, 1, 1], task=HOSTILE_TASK)
     rc, _, err = run_cli(capsys, "report", tmp_path / "bad", "-o", tmp_path / "bad.md")
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "not a task name" in err, err
@@ -45,7 +45,6 @@ def test_hostile_text_from_results_is_inert_in_every_format(tmp_path, capsys):
         rc, _, err = run_cli(capsys, "report", root, "-o", tmp_path / f"r.{fmt}")
         assert rc == 0, err
     cmarkgfm = pytest.importorskip("cmarkgfm")
-    from cmarkgfm.cmark import Options
 
     md = (tmp_path / "r.md").read_text()
     page = cmarkgfm.github_flavored_markdown_to_html(md, options=Options.CMARK_OPT_UNSAFE)

@@ -8,6 +8,7 @@ import pytest
 from drift_eval.decide.results import load_output
 from drift_eval.metrics import stats
 from drift_eval.reports.render import build_context, render
+from support.handmade_results import write_output
 
 
 def _write(root):
@@ -66,8 +67,6 @@ def test_panels_hold_the_figures_next_to_the_published_ones(tmp_path):
 
 
 def test_no_panels_without_their_tasks(tmp_path):
-    from support.handmade_results import write_output
-
     ctx = build_context(load_output(write_output(str(tmp_path / "out"), settings=("none",))))
     assert not {"decodability", "direct-relay"} & {sec["id"] for sec in ctx["sections"]}
     assert 'id="decodability"' not in render(load_output(str(tmp_path / "out")), "html")

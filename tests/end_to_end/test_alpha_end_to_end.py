@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from drift_eval.cli import main
 from support.commands import LM_EVAL, results_of, run_lm_eval, samples_of
 
 pytestmark = pytest.mark.slow
@@ -54,7 +55,6 @@ def test_alpha_cli_on_two_prompt_files(tiny_model_dir, tmp_path, capsys):
     assert res["length"] == 71 and res["compensation"] == "const:0.5"
     ax = res["axes"]["translation"]
     assert len(ax["alpha"]) == 2 and len(ax["beta_fit_se"]) == 2 and ax["scenes"] == 1
-    from drift_eval.cli import main
 
     assert main(["alpha", "--model", str(tiny_model_dir), "--scenes", "2", "--axes", "detail",
                  "--n-continuations", "2", "--octaves", "3", "--bootstrap-iters", "20", "--threads", "1"]) == 0
@@ -69,8 +69,6 @@ def test_alpha_cli_on_two_prompt_files(tiny_model_dir, tmp_path, capsys):
     (["--continuations", "missing.jsonl"], "neither bundled, wikitext nor an existing file"),
 ])
 def test_alpha_cli_bad_input_is_one_line(tiny_model_dir, args, needle, capsys):
-    from drift_eval.cli import main
-
     assert main(["alpha", "--model", str(tiny_model_dir), *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("drift-eval: error: ") and needle in err[0]

@@ -3,11 +3,16 @@ and the one-line errors for incompatible task/model pairs: the real ``lm_eval`` 
 import json
 
 import pytest
+from transformers import AutoTokenizer
 
 from support.commands import LM_EVAL, last_line, results_of, run_lm_eval, samples_of
 from support.models import model_with_template
 
 from drift_eval.plugin.answers import Answer
+from drift_eval.plugin.chat import InstructionKeeping
+from drift_eval.plugin.conversations import for_template
+from drift_eval.plugin.model import HFDriftLM
+from drift_eval.taskdata.french import system_prompt
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")]
 
@@ -18,8 +23,6 @@ def no_template_dir(smollm2_dir, tmp_path_factory):
 
 
 def _system_prompt():
-    from drift_eval.taskdata.french import system_prompt
-
     return system_prompt("en")
 
 
@@ -43,8 +46,6 @@ def test_stock_hf_model_runs_the_drift_french_group(smollm2_dir, tmp_path):
 
 
 def test_template_without_system_role_gets_the_instruction_in_the_first_user_message(no_system_dir, tmp_path):
-    from transformers import AutoTokenizer
-
     with pytest.raises(Exception, match="System role not supported"):  # the template really rejects it
         AutoTokenizer.from_pretrained(no_system_dir).apply_chat_template(
             [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], tokenize=False)
@@ -69,9 +70,6 @@ def test_template_without_system_role_gets_the_instruction_in_the_first_user_mes
 
 
 def test_compensation_span_follows_the_instruction_into_the_user_message(no_system_dir):
-    from drift_eval.plugin.chat import InstructionKeeping
-    from drift_eval.plugin.model import HFDriftLM
-
     lm = HFDriftLM(pretrained=no_system_dir, compensation="log", span="system", device="cpu", batch_size=1)
     render = InstructionKeeping(lm.apply_chat_template)  # what the drift tasks render with
     system = _system_prompt()
@@ -147,10 +145,6 @@ def test_the_history_gives_the_template_each_reply_as_the_model_wrote_it(smollm2
     (``conversations.for_template``): a template that strips reasoning (``reasoning_dir``'s,
     like Qwen3's) renders the history as if there were none; one that keeps content as it
     is (the bundled model's own) keeps it."""
-    from transformers import AutoTokenizer
-
-    from drift_eval.plugin.conversations import for_template
-
     reply = Answer("Bonjour à vous.", trace="Plan it", trace_raw="Plan it</think>")
     history = [{"role": "system", "content": "Answer in French."}, {"role": "user", "content": "Hello"},
                {"role": "assistant", "content": reply}, {"role": "user", "content": "And now?"}]

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from drift_eval.plugin.local_models import smollm2_gguf
 from support.commands import LM_EVAL, accelerate_lm_eval, results_of, run_lm_eval, samples_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")]
@@ -29,8 +30,6 @@ def _samples(out, task):
 
 
 def test_two_processes_equal_one_process_sample_for_sample(tmp_path):
-    from drift_eval.plugin.local_models import smollm2_gguf
-
     folder, name = smollm2_gguf()
     cache = tmp_path / "cache"  # empty: both ranks want the GGUF copy and the head calibration at once
     env = {"DRIFT_CACHE_DIR": str(cache)}

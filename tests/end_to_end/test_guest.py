@@ -2,6 +2,14 @@
 exactly as it does without it, alone or beside drift tasks in one run, and a drift run
 changes nothing on lm-eval's classes or the user's model."""
 
+import inspect
+import sys
+
+import lm_eval
+import lm_eval.api.model
+import lm_eval.evaluator
+import lm_eval.models.huggingface
+import lm_eval.tasks
 import pytest
 
 from support.commands import LM_EVAL, same_as_without_the_plugin
@@ -32,15 +40,8 @@ def test_a_drift_run_changes_no_lm_eval_class_and_leaves_the_model_as_it_was(smo
     """In one process: every class lm-eval defines keeps exactly its attributes through a
     run of the drift tasks (single-turn and conversations) on lm-eval's ``hf``, and the
     model object gains none."""
-    import inspect
-    import sys
-
-    import lm_eval
-    import lm_eval.api.model
-    import lm_eval.evaluator
-    import lm_eval.models.huggingface
+    # deferred, start-up: loads aiohttp
     import lm_eval.models.openai_completions  # noqa: F401  (its classes are checked too)
-    import lm_eval.tasks
 
     def classes():  # every class defined in lm-eval reachable from its modules (bases included)
         found = {klass for name, mod in list(sys.modules.items()) if name == "lm_eval" or name.startswith("lm_eval.")

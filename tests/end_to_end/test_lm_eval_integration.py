@@ -4,9 +4,12 @@ import os
 import re
 import subprocess
 import sys
+from importlib.metadata import entry_points
 
 import pytest
+from transformers import AutoTokenizer
 
+from drift_eval.plugin.registration import task_folders
 from support.commands import LM_EVAL, last_line, results_of, run_lm_eval, samples_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")]
@@ -32,7 +35,6 @@ def test_hf_drift_end_to_end_writes_results_and_samples(smollm2_dir, tmp_path):
     assert res["config"]["model_args"]["compensation"] == "const"
     samples = samples_of(out, "drift_french_single")
     assert len(samples) == 2
-    from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     for s in samples:
@@ -118,10 +120,6 @@ def test_autoload_off_switch_leaves_lm_eval_alone():
 
 
 def test_entry_points_are_declared():
-    from importlib.metadata import entry_points
-
-    from drift_eval.plugin.registration import task_folders
-
     assert any(ep.value == "drift_eval.tasks" for ep in entry_points(group="lm_eval.tasks"))
     assert any(ep.name == "hf-drift" for ep in entry_points(group="lm_eval.models"))
     assert any(os.path.isfile(os.path.join(f, "drift_french", "drift_french_single.yaml")) for f in task_folders())

@@ -5,12 +5,19 @@ generation call of the run, and after it, the model object has exactly the attri
 had before, each the same object; its class and lm-eval's are unchanged; and one drift
 wrapper is on the call stack, the same through the whole run: each conversation is wrapped
 once."""
+import json
 import os
 import sys
 import threading
 
+import lm_eval
 import pytest
+from lm_eval.api.instance import Instance
+from lm_eval.models.huggingface import HFLM
 
+from drift_eval.plugin.local_models import smollm2_gguf
+from drift_eval.plugin.model import HFDriftLM
+from drift_eval.plugin.wrapper import DriftLM
 from support.models import tiny_chat_model
 from support.servers import LlamaServer
 
@@ -35,7 +42,6 @@ class RunWatch:
     def _profile(self, frame, event, arg):
         if event != "call" or frame.f_code.co_name not in GENERATION:
             return
-        from drift_eval.plugin.wrapper import DriftLM
 
         wrappers, turn, f = set(), False, frame
         while f is not None:
@@ -61,8 +67,6 @@ class RunWatch:
 
 
 def _run(model, metadata=None):
-    import lm_eval
-
     with RunWatch(model) as watch:
         out = lm_eval.simple_evaluate(model=model, tasks=TASKS, limit=1, gen_kwargs={"max_gen_toks": 4},
                                       apply_chat_template=True, log_samples=True, metadata=metadata)
@@ -72,8 +76,6 @@ def _run(model, metadata=None):
 
 
 def _check(watch, conversation, model):
-    import json
-
     assert watch.calls, "no generation call was seen"
     for attributes, _, _ in watch.calls:
         assert watch.changed(attributes) == [], watch.changed(attributes)
@@ -86,8 +88,6 @@ def _check(watch, conversation, model):
 
 
 def test_hf_drift(smollm2_dir, tmp_path):
-    from drift_eval.plugin.model import HFDriftLM
-
     model = HFDriftLM(pretrained=tiny_chat_model(tmp_path / "tiny", smollm2_dir), compensation="log",
                       conversation_cache="on", device="cpu", batch_size=2)
     watch, conversation = _run(model)
@@ -95,8 +95,6 @@ def test_hf_drift(smollm2_dir, tmp_path):
 
 
 def test_lm_evals_hf(smollm2_dir, tmp_path):
-    from lm_eval.models.huggingface import HFLM
-
     model = HFLM(pretrained=tiny_chat_model(tmp_path / "tiny", smollm2_dir), device="cpu", batch_size=2)
     watch, conversation = _run(model, metadata={"conversation_cache": "on"})
     _check(watch, conversation, model)
@@ -105,10 +103,7 @@ def test_lm_evals_hf(smollm2_dir, tmp_path):
 def test_a_chat_server(tmp_path):
     """lm-eval's ``local-chat-completions`` on llama-cpp-python's server. The model's own
     first call sets what lm-eval itself keeps on the object (made before the watch)."""
-    from lm_eval.api.instance import Instance
-    from lm_eval.models.openai_completions import LocalChatCompletion
-
-    from drift_eval.plugin.local_models import smollm2_gguf
+    from lm_eval.models.openai_completions import LocalChatCompletion  # deferred, start-up: loads aiohttp
 
     folder, name = smollm2_gguf()
     with LlamaServer(os.path.join(folder, name), tmp_path / "server.log") as server:

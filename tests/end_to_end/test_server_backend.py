@@ -2,12 +2,21 @@
 the bundled SmolLM2-135M-Instruct GGUF on 127.0.0.1, through lm-eval's
 ``local-chat-completions`` (which forces the length with ``min_tokens``) and
 ``openai-chat-completions`` (which cannot, and says so)."""
+import dataclasses
 import json
 import os
+import re
+import urllib.request
 
 import pytest
+from lm_eval.api.model import CachingLM
+from lm_eval.tasks import TaskManager
 
-from support.commands import LM_EVAL, last_line, results_of, run_lm_eval, samples_of
+from drift_eval.decide.results import load_output
+from drift_eval.plugin.backends import FORCE_KWARG
+from drift_eval.plugin.local_models import smollm2_gguf
+from drift_eval.plugin.wrapper import DriftLM
+from support.commands import last_line, results_of, run_lm_eval, same_as_without_the_plugin, samples_of, LM_EVAL
 from support.servers import LlamaServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")]
@@ -15,8 +24,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(LM_EVAL is None, reason="the 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from drift_eval.plugin.local_models import smollm2_gguf
-
     folder, name = smollm2_gguf()
     with LlamaServer(os.path.join(folder, name), tmp_path_factory.mktemp("llama_server") / "server.log") as srv:
         yield srv
@@ -65,7 +72,6 @@ def test_openai_chat_completions_cannot_force_the_length_and_stops_before_the_fi
     [s] = samples_of(out, "drift_french_single")
     assert s["forced_length"] == 0.0 and isinstance(s["answer_tokens"], float) and s["answer_tokens"] >= 1
     assert "fully_french" in s and s["instruction_placement"] == "system"
-    from drift_eval.decide.results import load_output
 
     run = load_output(out).run("none")
     assert run.provenance["length"] == "drift_french_single: unforced on purpose, at most 16 tokens"
@@ -74,8 +80,6 @@ def test_openai_chat_completions_cannot_force_the_length_and_stops_before_the_fi
 def test_a_non_drift_task_scores_the_same_with_and_without_the_plugin(server, tmp_path):
     """The plain task alone with the plugin off and on, and beside drift_french_single in
     one run, against the same server: the same prompts, answers and scores."""
-    from support.commands import same_as_without_the_plugin
-
     want = same_as_without_the_plugin(
         tmp_path, "local-chat-completions", f"model={server.alias},base_url={server.url},num_concurrent=1,max_retries=1",
         "Always answer in French.")
@@ -90,9 +94,6 @@ def test_the_server_reuses_a_conversation_prefix_and_says_whether_it_reports_cac
     block (0.3.16) carries no count of cached prompt tokens (OpenAI's
     ``prompt_tokens_details.cached_tokens``, which vLLM and SGLang return): the count is in
     its log instead. Both are recorded (docs/backends.md, "Conversations on servers")."""
-    import re
-    import urllib.request
-
     def ask(messages):
         body = json.dumps({"model": server.alias, "messages": messages, "max_tokens": 8, "temperature": 0}).encode()
         req = urllib.request.Request(server.url, data=body, headers={"Content-Type": "application/json"})
@@ -123,14 +124,7 @@ def test_the_servers_counts_reach_the_answers_with_the_model_unchanged_also_thro
     and concurrent paths and through its ``CachingLM`` (``--use_cache``); the model object
     and its class gain or change no attribute. Without the count an answer of a model with
     no tokenizer could not be called forced."""
-    import dataclasses
-
-    from lm_eval.api.model import CachingLM
-    from lm_eval.models.openai_completions import LocalChatCompletion
-    from lm_eval.tasks import TaskManager
-
-    from drift_eval.plugin.backends import FORCE_KWARG
-    from drift_eval.plugin.wrapper import DriftLM
+    from lm_eval.models.openai_completions import LocalChatCompletion  # deferred, start-up: loads aiohttp
 
     model = LocalChatCompletion(base_url=server.url, model=server.alias, num_concurrent=concurrent, max_retries=1)
     task = TaskManager().load(["drift_french_single"])["tasks"]["drift_french_single"]

@@ -1,8 +1,15 @@
+import json
+import pickle
+
 import pytest
 from support.prose import ENGLISH, FRENCH, text
 
+from drift_eval.catalogue import _hint, conditional_partner
 from drift_eval.metrics import drift, langid, stats
+from drift_eval.metrics.values import ListValue
 from drift_eval.taskdata.french import system_prompt
+from drift_eval.tasks import metric_catalogue
+from drift_eval.tasks.drift_french import utils
 
 FR = "Le chat dort paisiblement sur le canapé pendant que la pluie tombe sur la ville. "
 EN = "The cat sleeps peacefully on the sofa while the rain falls on the city. "
@@ -125,11 +132,6 @@ def test_the_survival_curve_of_forced_length_answers_is_a_proportion_per_segment
 
 
 def test_list_values_print_as_one_short_cell_and_stay_arrays():
-    import json
-    import pickle
-
-    from drift_eval.metrics.values import ListValue
-
     layers = ListValue([0.5, float("nan"), 0.25, 1.0])
     assert str(layers) == "4 values, 0.250 to 1.000" and f"{layers:.4f}" == str(layers)
     assert str(ListValue([(0.1, 0.2), (0.3, 0.4), (0.5, 0.6)])) == "3 x 2 values, 0.100 to 0.600"  # rows
@@ -198,8 +200,6 @@ def test_degenerate_share_counts_looping_segments():
 
 
 def test_every_sample_is_in_the_group_headline():
-    from drift_eval.tasks.drift_french import utils
-
     doc = {"system_prompt": INSTRUCTION}
     assert utils.process_results(doc, [FRENCH_ANSWER])["drift_score"] == 1.0
     for answer in ("! " * 50, "", FR * 30):  # unreadable, empty, a loop: each is a 0, never left out
@@ -247,9 +247,6 @@ def test_started_then_left_is_drift_given_start_on_every_answer():
 
 
 def test_conditional_metrics_name_their_unconditional_partner():
-    from drift_eval.catalogue import conditional_partner
-    from drift_eval.tasks import metric_catalogue
-
     cat = metric_catalogue()
     single = "drift_french_single"
     assert conditional_partner(cat, single, "drift_given_start") == "started_then_left"
@@ -267,8 +264,6 @@ def test_conditional_metrics_name_their_unconditional_partner():
 
 
 def test_a_conditional_partner_must_be_a_metric_of_its_task():
-    from drift_eval.catalogue import _hint
-
     with pytest.raises(ValueError, match="conditional names the unconditional partner"):
         _hint({"role": "key", "conditional": ["a", "b"]}, "x.yaml: m")
     assert _hint({"role": "key", "conditional": "m2"}, "x.yaml: m")["conditional"] == "m2"

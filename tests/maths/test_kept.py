@@ -3,12 +3,19 @@ the language"): through lm-eval's own task API, a forced answer of real text in 
 and a phrase loop, made-up words in L's script and text with no language each score 0 and
 stay in the sample; what the rule does with Malay, Hindi in Latin letters, kanji-only
 Japanese and gibberish in Hangul or Han."""
+import dataclasses
+import json
 import random
 
 import pytest
+from lm_eval.tasks import get_task_dict
 from support.prose import CHINESE, ENGLISH, FRENCH, HINDI, RUSSIAN, numbered_list, text
 
-from drift_eval.metrics import conversation, drift, langid
+from drift_eval.metrics import conversation, drift, langid, lexicon
+from drift_eval.metrics.languages import language
+from drift_eval.plugin.answers import Answer
+from drift_eval.tasks import common
+from drift_eval.tasks.drift_french import utils
 
 #: a forced answer of real text in each language (paragraphs written for the tests, no loop)
 REAL = {"drift_ru_single": text(RUSSIAN, 4), "drift_hi_single": text(HINDI, 4), "drift_zh_single": text(CHINESE, 4),
@@ -37,8 +44,6 @@ UNREADABLE = " ".join(f"{n} ; {n % 7}.{n % 97} % = {n * 31 % 1000}" for n in ran
 
 @pytest.fixture(scope="module")
 def tasks(task_manager):
-    from lm_eval.tasks import get_task_dict
-
     return get_task_dict(list(REAL), task_manager)
 
 
@@ -183,8 +188,6 @@ def test_a_line_in_the_language_over_an_english_list_left_for_english(lang, segm
     letters weigh more than the English words); English grammar, three function words or
     more and twice the target's, overrules it. Counted with the accents kept, so that
     Vietnamese "tờ", folded to "to", is no English word."""
-    import dataclasses
-
     (label,) = langid.label_segments([segment], lang)
     assert (label.fasttext, label.status, label.lang, label.reason) == (lang, langid.LEFT, "en", "function_words")
     without = dataclasses.replace(langid.SegmentRule(), english_grammar=False)
@@ -198,9 +201,6 @@ def test_numbers_written_in_han_are_not_words_to_check():
     """Rule 2.3: in Chinese and Japanese, a run of numerals ("十" "五": fifteen) is a number,
     left out of the word check as digits are, so a table of ages in kanji is Japanese; a
     numeral alone stays a word to check, and the same characters shuffled are made up."""
-    from drift_eval.metrics import lexicon
-    from drift_eval.metrics.languages import language
-
     ages = "犬や猫の年齢を人間の年齢に直すと、おおよそ次のようになります。\n\n| 犬の年齢 | 人間の年齢 |\n|---|---|\n" \
         "| 一歳 | 十五歳 |\n| 二歳 | 二十四歳 |\n| 五歳 | 三十六歳 |\n| 十歳 | 五十六歳 |\n| 十五歳 | 七十六歳 |"
     assert langid.label_segments([ages], "ja")[0].status == langid.KEPT
@@ -228,10 +228,6 @@ def test_list_items_copied_with_a_name_swapped_are_a_loop_and_real_items_are_kep
 
 
 def test_a_reasoning_trace_is_scored_on_its_own_and_never_in_the_headline():
-    from drift_eval.plugin.answers import Answer
-    from drift_eval.tasks import common
-    from drift_eval.tasks.drift_french import utils
-
     french = ("Je voudrais vous expliquer comment fonctionne la photosynthèse chez les plantes vertes. "
               "Les feuilles captent la lumière du soleil et la transforment en énergie chimique. "
               "Cette énergie sert ensuite à fabriquer des sucres à partir de l'eau et du gaz carbonique. "
@@ -261,10 +257,6 @@ def test_a_conversations_traces_are_scored_turn_by_turn_and_never_in_the_headlin
     """The logged conversation keeps each generated turn's trace beside its reply
     (``plugin.conversations``): the conversation's trace is kept where every turn's is, and
     left where some turn's left; the headline reads the replies alone."""
-    import json
-
-    from drift_eval.tasks.drift_french import utils
-
     french = ("Je voudrais vous expliquer comment fonctionne la photosynthèse chez les plantes vertes. "
               "Les feuilles captent la lumière du soleil et la transforment en énergie chimique.")
     english = ("Let me think about how to explain photosynthesis to the user in a simple way. "
@@ -296,11 +288,6 @@ def test_a_trace_that_loops_is_made_up_or_unreadable_is_not_kept(trace):
     """The trace scores (single turns, ``tasks.common.trace_record``, and conversations,
     ``conversation_trace_record``) keep a trace by the answers' rule: one that loops, is made
     of words that are no words, or has no language is not kept, and did not leave French."""
-    import json
-
-    from drift_eval.plugin.answers import Answer
-    from drift_eval.tasks.drift_french import utils
-
     doc = {"system_prompt": "Answer only in French."}
     single = utils.process_results(doc, [Answer(REAL["drift_french_single"], trace=trace, trace_tokens=300)])
     assert (single["trace_kept"], single["trace_left"]) == (0.0, 0.0)

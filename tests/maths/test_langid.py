@@ -1,10 +1,15 @@
+import glob
+import json
+import os
+
 import pytest
-from hypothesis import given
+from hypothesis import given, settings, HealthCheck
 from hypothesis import strategies as st
 
 from support.places import REPO
 
-from drift_eval.metrics import langid
+from drift_eval.metrics import crosscheck, langid
+from drift_eval.metrics.text import SCRIPT_LETTERS, WORD_RE
 
 FR = "Le chat dort paisiblement sur le canapé pendant que la pluie tombe sur la ville."
 EN = "The cat sleeps peacefully on the sofa while the rain falls on the city."
@@ -41,8 +46,6 @@ def test_mixed_text_segments_switch_language():
 
 
 def test_langdetect_cross_check_is_seeded_and_agrees():
-    from drift_eval.metrics import crosscheck
-
     assert crosscheck.detect(FR) == "fr" == _stock_detect(FR)
     assert crosscheck.detect(EN) == "en" == _stock_detect(EN)
     assert crosscheck.detect("") == langid.UNKNOWN == crosscheck.detect("Bonjour")
@@ -50,7 +53,7 @@ def test_langdetect_cross_check_is_seeded_and_agrees():
 
 def _stock_detect(text):
     """langdetect's own seeded verdict, as its documentation gives it."""
-    from langdetect import DetectorFactory, detect
+    from langdetect import DetectorFactory, detect  # deferred, start-up: loads langdetect
 
     DetectorFactory.seed = 0
     return detect(text)
@@ -74,9 +77,7 @@ def test_missing_model_file_is_a_clear_error(tmp_path):
 def _stock_and_ours(text):
     """langdetect's own Detector and ``crosscheck``'s, each given ``text`` (the same
     profiles, in the same order, seed 0)."""
-    from langdetect.detector import Detector
-
-    from drift_eval.metrics import crosscheck
+    from langdetect.detector import Detector  # deferred, start-up: loads langdetect
 
     factory = crosscheck._factory()
     stock, ours = Detector(factory), crosscheck._detector_class()(factory)
@@ -92,7 +93,7 @@ def _same_steps(text):
     ours.cleaning_text()
     assert ours.text == stock.text
     assert ours._extract_ngrams() == stock._extract_ngrams()
-    from langdetect.lang_detect_exception import LangDetectException
+    from langdetect.lang_detect_exception import LangDetectException  # deferred, start-up: loads langdetect
 
     def verdict(detector):  # every language's probability, each the same float
         try:
@@ -105,10 +106,6 @@ def _same_steps(text):
 
 
 def test_the_cross_checks_faster_reading_gives_langdetects_own_steps_on_committed_answers():
-    import glob
-    import json
-    import os
-
     root = os.path.join(REPO, "docs", "results")
     texts = []
     for path in sorted(glob.glob(os.path.join(root, "**", "samples_*single*.jsonl"), recursive=True)):
@@ -120,9 +117,6 @@ def test_the_cross_checks_faster_reading_gives_langdetects_own_steps_on_committe
 
 
 def test_the_cross_checks_faster_reading_gives_langdetects_own_steps_on_generated_text():
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
-
     pieces = st.sampled_from(["Le chat", "ÉCOLE", "NASA", "ＡＢ", "Привет мир", "你好世界", "こんにちは", "مرحبا",
                               "नमस्ते", "Việt Nam", "ş ţ ș ț", "https://x.org/a?b=c", "a.b@c.de", " ", "  ", "\n",
                               ",", "—", "…", "0123", "[]^_`", "\u0300", "\u1e00", "ǅ", "ß", "İ"])
@@ -139,9 +133,7 @@ def test_the_cross_checks_faster_reading_gives_langdetects_own_steps_on_generate
 
 
 def test_the_cross_check_leaves_langdetects_shared_factory_alone():
-    from langdetect import DetectorFactory
-
-    from drift_eval.metrics import crosscheck
+    from langdetect import DetectorFactory  # deferred, start-up: loads langdetect
 
     before = DetectorFactory.seed
     crosscheck.detect(FR)
@@ -152,8 +144,6 @@ def test_the_cross_check_leaves_langdetects_shared_factory_alone():
 def test_script_counts_count_each_word_for_the_script_of_its_first_letter(text):
     """``script_counts`` looks each word's first character up once (``text.script_of``): the
     same counts as matching every word against the scripts in order."""
-    from drift_eval.metrics.text import SCRIPT_LETTERS, WORD_RE
-
     expected = dict.fromkeys(SCRIPT_LETTERS, 0)
     for word in WORD_RE.findall(text):
         name = next((n for n, r in SCRIPT_LETTERS.items() if r.match(word)), None)
@@ -168,8 +158,6 @@ def test_script_counts_count_each_word_for_the_script_of_its_first_letter(text):
     (b"\x00" * 938013, "is damaged (its checksum is not lid.176's)"),
 ])
 def test_unusable_language_model_files_are_one_line(tmp_path, content, needle):
-    from drift_eval.metrics import langid
-
     path = tmp_path / "lid.bin"
     path.write_bytes(content)
     with pytest.raises(langid.LanguageModelMissing, match=needle.replace("(", r"\(").replace(")", r"\)")):
@@ -177,8 +165,6 @@ def test_unusable_language_model_files_are_one_line(tmp_path, content, needle):
 
 
 def test_a_lid_176_ftz_of_another_size_is_damaged(tmp_path):
-    from drift_eval.metrics import langid
-
     real = langid.default_model_path()
     cut = tmp_path / "lid.176.ftz"
     cut.write_bytes(open(real, "rb").read()[:400_000])

@@ -11,6 +11,7 @@ from drift_eval.files import read_jsonl
 
 sys.path.insert(0, str(BENCHMARKS))
 import answer_set  # noqa: E402
+from drift_eval.metrics.languages import TARGETS
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +49,6 @@ def languages():
 
 
 def test_the_languages_answer_set_is_labelled_segment_by_segment_in_every_language(languages):
-    from drift_eval.metrics.languages import TARGETS
-
     rows, _ = languages
     random = [r for r in rows if r["stratum"] == "random"]
     assert len(rows) >= 120 and {r["stratum"] for r in rows} == {"random", "contested"}

@@ -10,9 +10,10 @@ import pytest
 from support.places import DATA, REPO
 
 from drift_eval.files import read_jsonl
-from drift_eval.metrics import drift, langid, text
+from drift_eval.metrics import drift, langid, text, wordcut
 from drift_eval.metrics.languages import TARGETS, language
 from drift_eval.metrics.stats import precision_recall
+from support.prose import RUSSIAN
 
 DATA = os.path.join(DATA, "langid")
 KEYS = ("id", "lang", "split", "category", "left_target", "text")
@@ -153,9 +154,7 @@ def test_chinese_words_are_jiebas_on_every_committed_chinese_answer_and_line():
     committed Chinese answer (single turns and whole conversations), and on each of LCB's
     lines of it, the words are ``jieba.cut``'s, and the line count that stops early agrees
     with counting them all."""
-    import jieba
-
-    from drift_eval.metrics import wordcut
+    import jieba  # deferred, start-up: loads jieba
 
     answers = _committed_chinese()
     assert len(answers) >= 350
@@ -254,10 +253,6 @@ def test_code_without_its_fence_is_no_switch_when_the_answer_is_read_whole():
 def test_a_code_block_neither_keeps_nor_loses_the_answers_language():
     """Russian prose around a fenced code block whose comments are Russian: the segments of
     code are code, and the answer is kept; code alone is no answer in any language."""
-    from support.prose import RUSSIAN
-
-    from drift_eval.metrics import drift
-
     code = "```javascript\n" + "".join(
         f"function {name}(item, value) {{\n  // {comment}\n  if (value === '{key}') {{ return value * {k}; }}\n"
         f"  return item.{field} + {k};\n}}\n"

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 from scipy.optimize import brentq
-from scipy.stats import binom, norm
+from scipy.stats import binom, binomtest, multinomial, norm
 
 from drift_eval.metrics import paired, power, stats
 
@@ -148,7 +148,6 @@ def test_exact_coverage_by_enumeration_at_32_documents():
     n = 32
     up, down = np.array([(i, j) for i in range(n + 1) for j in range(n + 1 - i)]).T
     lo, hi = paired.paired_proportion_interval(up, down, n)
-    from scipy.stats import multinomial
 
     worst = 1.0
     for pu, pd in itertools.product([0.0, 0.01, 0.03, 0.05, 0.1, 0.15], repeat=2):
@@ -279,8 +278,6 @@ def test_a_regression_at_the_tolerance_is_passed_at_most_2_5_percent_of_the_time
     tolerance. With the true regression equal to the tolerance, that happens with
     probability at most 2.5% (every outcome enumerated, no simulation), with and without
     two-way background disagreement; the percentile bootstrap passed 6.7% at n = 200."""
-    from scipy.stats import multinomial
-
     worse, better = np.array([(i, j) for i in range(n + 1) for j in range(n + 1 - i)]).T  # down, up
     lo, _ = paired.paired_proportion_interval(better, worse, n)
     for tol in (0.05, 0.1, 0.15, 0.2):
@@ -343,10 +340,6 @@ def test_a_share_that_is_1_in_every_conversation_gets_a_proportions_bound_not_a_
 
 # ---------------------------------------------------------------- the power of McNemar's test
 def test_mcnemar_power_matches_enumeration():
-    from scipy.stats import binom, binomtest
-
-    from drift_eval.metrics import power
-
     def brute(n, psi, d):
         q, total = (1 + d / psi) / 2, 0.0
         for m in range(n + 1):
@@ -360,11 +353,6 @@ def test_mcnemar_power_matches_enumeration():
 
 
 def test_minimum_detectable_effects_have_their_known_values():
-    from scipy.optimize import brentq
-    from scipy.stats import binom, norm
-
-    from drift_eval.metrics import power
-
     # no discordance observed: an effect d needs d of the pairs discordant, all one way, and
     # the exact test rejects m one-way pairs from m = 6 (2 / 2^6 < 0.05): P(Bin(n, d) >= 6) = 0.8
     for n in (36, 100):

@@ -8,11 +8,11 @@ from hypothesis import strategies as st
 from support.prose import FRENCH, numbered_list
 
 from drift_eval.metrics import langid
+from drift_eval.metrics.text import fold, line_shares, loop_shares, repeated_shares, run_shares, stretch_shares
+from drift_eval.metrics.text import _repeated, ngrams
 
 
 def test_the_stretch_share_counts_runs_said_before_numbers_aside():
-    from drift_eval.metrics.text import loop_shares, repeated_shares, stretch_shares
-
     words = "un deux trois quatre cinq six sept huit neuf dix"
     assert stretch_shares([words]) == [0.0]  # said once: nothing repeats
     assert stretch_shares([words, words]) == [0.0, 1.0]  # said again, in the next piece
@@ -27,8 +27,6 @@ def test_the_stretch_share_counts_runs_said_before_numbers_aside():
 def test_the_line_share_counts_short_lines_written_again():
     """Rule 2.2: a list item, a table row or a heading written again is said before however
     short it is (three words have no 8-word run and few 4-grams), renumbered or not."""
-    from drift_eval.metrics.text import line_shares, loop_shares, repeated_shares, stretch_shares
-
     days = ["Montag", "Dienstag", "Mittwoch", "Donnerstag", "Freitag", "Samstag"]
     answer = "Hier ist Ihre Liste:\n\n" + "\n".join(f"{k}. **{day}**:\n   - Kaffee mit Milch" for k, day in enumerate(days, 1))
     share = line_shares([answer])[0]
@@ -45,16 +43,12 @@ def test_the_line_share_counts_short_lines_written_again():
 def test_folding_a_text_keeps_its_lines(piece):
     """``line_shares`` folds each piece once and cuts the folded text into lines: the same
     lines as folding each line of it on its own."""
-    from drift_eval.metrics.text import fold
-
     assert fold(piece).split("\n") == [fold(line) for line in piece.split("\n")]
 
 
 def test_the_run_share_counts_one_character_written_over_and_over():
     """Rule 2.2: a run of one character (eight or more, spaces aside) is a loop of
     characters; table rules and separators are markup, not a loop."""
-    from drift_eval.metrics.text import loop_shares, run_shares
-
     stuck = "Сравните их структуру и темы" + "т" * 60
     assert run_shares([stuck]) == [60 / (60 + 24)]
     assert run_shares(["你可以拼凑一封钱" + "－" * 40]) == [40 / 48]
@@ -69,8 +63,6 @@ def test_the_run_share_counts_a_short_unit_written_over_and_over():
     times in a row is a loop of characters ("sunucusunuzunuzunuz..."); a table's cells that
     repeat one value ("|无|无|无|无") are markup around a word, and reduplication ("anak-anak",
     "どんどん", "hahaha") is too short to be a run."""
-    from drift_eval.metrics.text import run_shares
-
     stuck = "Web adreslerinizi bir web sunucusuna aktarmak ve bu sunucusunuz" + "unuz" * 20
     (share,) = run_shares([stuck])
     assert share > 0.45
@@ -84,8 +76,6 @@ def test_the_run_share_counts_a_short_unit_written_over_and_over():
 def test_the_repeated_share_is_counted_over_the_pieces_as_one_text(all_words, n):
     """``_repeated`` (rule 2.3 counts it in one pass) gives each piece the share of its
     n-grams, those that start in it and run on into the next pieces, said before in the text."""
-    from drift_eval.metrics.text import _repeated, ngrams
-
     flat = [w for ws in all_words for w in ws]
     seen, start, expected = set(), 0, []
     grams = ngrams(flat, n)

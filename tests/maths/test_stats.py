@@ -3,8 +3,12 @@ import math
 
 import numpy as np
 import pytest
+from scipy.stats import binomtest
 
-from drift_eval.metrics import paired, stats
+from drift_eval.catalogue import exact_share
+from drift_eval.metrics import paired, stats, survival
+from drift_eval.metrics.values import is_finite, is_number
+from drift_eval.tasks import metric_catalogue
 
 
 def test_wilson_interval_known_values():
@@ -93,8 +97,6 @@ def test_a_single_pair_is_never_significant():
 
 
 def test_a_number_is_a_real_number_never_a_bool():
-    from drift_eval.metrics.values import is_finite, is_number
-
     nan, inf = float("nan"), float("inf")
     assert [is_number(v) for v in (0, 1, -2.5, nan, inf, True, False, None, "1", [1])] == \
         [True, True, True, True, True, False, False, False, False, False]
@@ -105,8 +107,6 @@ def test_a_number_is_a_real_number_never_a_bool():
 def test_an_answer_that_never_left_is_at_risk_only_through_its_own_segments():
     """Five 3-segment answers that never left, five 8-segment ones that all left at segment 3:
     the never-left ones were seen through segment 2 only, so they are not at risk at 3."""
-    from drift_eval.metrics import survival
-
     onsets, lengths = [None] * 5 + [3] * 5, [3] * 5 + [8] * 5
     curve = survival.survival_curve(onsets, lengths)
     assert curve.at_risk[:4] == [10, 10, 10, 5]  # the never-left answers leave the risk set after their end
@@ -114,8 +114,6 @@ def test_an_answer_that_never_left_is_at_risk_only_through_its_own_segments():
 
 
 def test_the_exact_interval_of_a_share_sum_is_clopper_pearson_on_the_sum():
-    from scipy.stats import binomtest
-
     ones = [1.0] * 9 + [0.0] * 27  # 0/1 shares: exactly the Clopper-Pearson interval of 9 of 36
     ci = binomtest(9, 36).proportion_ci(method="exact")
     assert stats.share_sum_interval(ones) == pytest.approx((ci.low, ci.high))
@@ -144,9 +142,6 @@ def test_the_exact_share_interval_covers_a_mixture_like_the_time_in_the_language
 
 
 def test_the_time_in_the_language_gets_the_exact_interval_in_reports():
-    from drift_eval.catalogue import exact_share
-    from drift_eval.tasks import metric_catalogue
-
     cat = metric_catalogue()
     assert exact_share(cat, "drift_french_single", "time_in_french")
     assert exact_share(cat, "drift_ja_multiturn", "time_in_target")

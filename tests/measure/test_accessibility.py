@@ -1,25 +1,30 @@
 """Output accessibility: the bound and fit maths, cramming on a random-init model, the CLI,
 and the lm-eval task served by hf-drift."""
+import glob
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 import torch
+from transformers import AutoTokenizer
 
 from support.models import tiny_model
 
+from drift_eval.cli import main
+from drift_eval.errors import DriftUsageError
+from drift_eval.measure.cramming import accessibility, cram, hidden_radius, random_targets, widen_init, Settings
 from drift_eval.metrics import accessibility as acc
+from drift_eval.plugin.wrapper import DriftLM
 
 
 def wide_tiny_model(seed: int = 0):
     """conftest's 2-layer llama (hidden 32, vocab 128) with every weight matrix re-drawn from
     N(0, 0.3^2) instead of N(0, 0.02^2) (``widen_init``), which makes cramming possible."""
-    from drift_eval.measure.cramming import widen_init
-
     return widen_init(tiny_model("llama", seed=seed, layers=2), std=0.3, seed=seed)
 
 
@@ -83,8 +88,6 @@ def wide():
 def test_crammed_vectors_make_greedy_decoding_produce_the_target(wide):
     """Exact teacher-forced reconstruction means: from the anchor token and the soft vectors,
     greedy decoding produces the whole target, its first token included."""
-    from drift_eval.measure.cramming import cram, random_targets
-
     targets = random_targets(128, [3], 4, seed=1)[3]
     res, vectors = cram(wide, targets, m=2, max_steps=200, patience=60, anchor=5, return_vectors=True)
     assert sum(res.success) >= 2, res
@@ -103,8 +106,6 @@ def test_crammed_vectors_make_greedy_decoding_produce_the_target(wide):
 
 def test_rows_are_independent(wide):
     """Row 0 of a batch is crammed the same whatever the other rows are."""
-    from drift_eval.measure.cramming import cram, random_targets
-
     a = random_targets(128, [4], 3, seed=2)[4]
     b = a.clone()
     b[1:] = random_targets(128, [4], 3, seed=3)[4][1:]
@@ -115,8 +116,6 @@ def test_rows_are_independent(wide):
 def test_two_vectors_reconstruct_more_than_one(wide):
     """On the wide random-init model, at n = 4: accessibility with m = 2 > with m = 1
     (measured 0.25 and 0.625 for these 8 random strings, 300 steps)."""
-    from drift_eval.measure.cramming import accessibility, random_targets
-
     targets = random_targets(128, [4], 8, seed=0)
     res = accessibility(wide, targets, [1, 2], max_steps=300, patience=60)
     a1, a2 = res[1][4].accessibility, res[2][4].accessibility
@@ -124,8 +123,6 @@ def test_two_vectors_reconstruct_more_than_one(wide):
 
 
 def test_hidden_radius_is_the_largest_last_layer_coordinate(wide):
-    from drift_eval.measure.cramming import hidden_radius
-
     r = hidden_radius(wide, sequences=2, length=8, seed=5)
     g = torch.Generator().manual_seed(5)
     ids = torch.randint(0, 128, (2, 8), generator=g)
@@ -135,9 +132,6 @@ def test_hidden_radius_is_the_largest_last_layer_coordinate(wide):
 
 
 def test_settings_reject_bad_values_with_one_line():
-    from drift_eval.measure.cramming import Settings
-    from drift_eval.errors import DriftUsageError
-
     s = Settings.from_options(ms="4,1,2", lengths=[8, 2], targets="random")
     assert s.ms == [1, 2, 4] and s.lengths == [2, 8]
     for bad, needle in [({"ms": "0,1"}, "ms must be"), ({"lengths": "a"}, "lengths='a'"),
@@ -152,10 +146,6 @@ def test_settings_reject_bad_values_with_one_line():
 @pytest.mark.slow
 def test_cli_on_a_model_folder(smollm2_dir, tmp_path, capsys):
     """``drift-eval accessibility`` (its entry point, in this process) on a saved model folder."""
-    from transformers import AutoTokenizer
-
-    from drift_eval.cli import main
-
     model_dir = tmp_path / "wide"
     wide_tiny_model().save_pretrained(model_dir)
     AutoTokenizer.from_pretrained(smollm2_dir).save_pretrained(model_dir)
@@ -180,9 +170,6 @@ def test_cli_on_a_model_folder(smollm2_dir, tmp_path, capsys):
 
 
 def test_other_models_get_one_line_naming_hf_drift():
-    from drift_eval.errors import DriftUsageError
-    from drift_eval.plugin.wrapper import DriftLM
-
     class OtherModel:  # a model without the request type (lm-eval's hf, a server...)
         def generate_until(self, requests):
             return []
@@ -197,9 +184,6 @@ def test_other_models_get_one_line_naming_hf_drift():
 @pytest.mark.slow
 def test_lm_eval_task_served_by_hf_drift(smollm2_dir, tmp_path):
     """The real lm_eval command on the bundled SmolLM2 with tiny settings (the shipped prose)."""
-    import glob
-    import shutil
-
     lm_eval = os.path.join(os.path.dirname(sys.executable), "lm_eval")
     lm_eval = lm_eval if os.path.isfile(lm_eval) else shutil.which("lm_eval")
     meta = {"ms": [1, 2], "lengths": [1, 2], "strings": 1, "max_steps": 2, "patience": 2,

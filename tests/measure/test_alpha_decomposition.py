@@ -4,12 +4,13 @@ import numpy as np
 import pytest
 import torch
 
+from drift_eval.anatomy import decoder_blocks, output_projection
 from drift_eval.errors import DriftUsageError
 from drift_eval.measure import alpha, continuations
-from drift_eval.anatomy import decoder_blocks, output_projection
 from drift_eval.measure.capture import capture
 from drift_eval.metrics import alpha as am
 
+from drift_eval.tasks.drift_alpha import utils
 from support.models import CONTS, SCENE, TOK, tiny_model
 
 
@@ -177,8 +178,6 @@ def test_output_projection_is_found_or_named():
 
 
 def test_the_task_option_is_checked():
-    from drift_eval.tasks.drift_alpha import utils
-
     with pytest.raises(DriftUsageError, match="decompose must be true or false"):
         utils.load_axis("detail", num_scenes=2, decompose="maybe")
     assert len(utils.load_axis("detail", num_scenes=2, decompose="true")["test"]) == 2

@@ -1,9 +1,15 @@
 """The teacher-forced α measurement and continuation perplexity on real (tiny) models."""
 import json
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from drift_eval.anatomy import decoder_blocks
 
@@ -11,10 +17,11 @@ from support.models import CONTS, SCENE, TOK, forward_sums, rounding, tiny_model
 from support.places import BENCHMARKS
 
 from drift_eval.compensation import bias as comp
-from drift_eval.settings import CompensationConfig
-from drift_eval.measure import alpha, alpha_serving, continuations
 from drift_eval.errors import DriftUsageError
+from drift_eval.measure import alpha, alpha_serving, continuations
 from drift_eval.metrics import alpha as am
+from drift_eval.plugin.local_models import save_untrained_twin, untrained_twin
+from drift_eval.settings import CompensationConfig
 from drift_eval.taskdata.alpha import read_continuations as read_bundled
 
 
@@ -121,8 +128,6 @@ def test_perplexity_requests_score_each_continuation_once_per_setting(monkeypatc
     request once, a later compensated setting only its own scores, and its ``nll_none`` is
     the ``none`` run's, number for number; a model whose first setting is compensated scores
     both, once."""
-    from types import SimpleNamespace
-
     model = tiny_model("llama")
     calls = []
     real = alpha.continuation_nll
@@ -192,10 +197,6 @@ def test_continuation_files(tmp_path):
 
 @pytest.mark.slow
 def test_wikitext_continuations_without_network_say_what_to_do():
-    import os
-    import subprocess
-    import sys
-
     code = ("from drift_eval.measure.continuations import read_continuations\n"
             "try:\n    read_continuations('wikitext', 4)\nexcept SystemExit as e:\n    print(e)\n")
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
@@ -207,14 +208,6 @@ def test_untrained_twin_is_saved_whole_with_the_seeded_weights(tiny_model_dir, t
     """The twin folder holds what ``drift-eval alpha --random-init`` measures: the config's
     weights from seed 0 (the fixture was built that way, so they are its own weights), and
     loads as a model folder with its tokenizer; an existing folder is refused."""
-    import subprocess
-    import sys
-
-    from safetensors.torch import load_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from drift_eval.plugin.local_models import save_untrained_twin, untrained_twin
-
     target = save_untrained_twin(str(tiny_model_dir), str(tmp_path / "twin"))
     saved = load_file(str(tmp_path / "twin" / "model.safetensors"))
     original = load_file(str(tiny_model_dir / "model.safetensors"))

@@ -4,10 +4,16 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
+from drift_eval.anatomy import decoder_blocks
 from drift_eval.errors import DriftUsageError
+from drift_eval.measure import decode
+from drift_eval.measure.decode import Settings, Store
 from drift_eval.metrics import decode as dm
 from drift_eval.metrics import stats
+from drift_eval.tasks.drift_decode import utils
+from support.models import forward_sums, rounding, tiny_model
 
 N, D = 32, 64
 Y = np.r_[np.zeros(N, int), np.ones(N, int)]
@@ -60,8 +66,6 @@ def test_probes_need_enough_samples_per_fold():
 
 
 def test_store_round_trips_batches_of_samples():
-    from drift_eval.measure.decode import Store
-
     rng = np.random.default_rng(0)
     full = rng.normal(size=(2, 3, 4, 7, 5)).astype(np.float32)  # prompts, layers, t, samples, d
     store = Store(*full.shape)
@@ -130,16 +134,12 @@ def test_summary_pools_scenes():
     (dict(colour="red"), "unknown decode option(s): colour"),
 ])
 def test_bad_settings_are_one_line(options, needle):
-    from drift_eval.measure.decode import Settings
-
     with pytest.raises(DriftUsageError) as e:
         Settings.from_options(**options)
     assert needle in e.value.message and "\n" not in e.value.message
 
 
 def test_task_docs_and_their_options():
-    from drift_eval.tasks.drift_decode import utils
-
     docs = utils.load_axis("translation", num_scenes=3, samples=8, generation_length=64, version=1.0,
                            num_conversations=4)["test"]  # other tasks' options are left alone
     assert len(docs) == 3 and docs[0]["axis"] == "translation" and docs[0]["variant"] != docs[0]["base"]
@@ -155,12 +155,6 @@ def test_generation_keeps_the_hidden_states_at_the_centres():
     """The hidden state kept at t is the block output at generated token t: the same as a
     plain forward over prompt + the first t generated tokens, within float32 rounding of
     that forward at the hidden states' magnitude."""
-    import torch
-
-    from drift_eval.measure import decode
-    from drift_eval.anatomy import decoder_blocks
-    from support.models import forward_sums, rounding, tiny_model
-
     class Tok:
         pad_token_id = eos_token_id = 0
 

@@ -1,6 +1,7 @@
 """hf-drift's reserved key/value cache against transformers' own DynamicLayer: the same
 tensors at every step, written into one buffer instead of a new one per token."""
 import torch
+from transformers import LlamaConfig, MistralConfig
 from transformers.cache_utils import DynamicLayer
 
 from drift_eval.plugin.generation import ReservedLayer, reserved_cache
@@ -74,8 +75,6 @@ def test_a_reordered_batch_starts_a_new_buffer_from_the_reordered_states():
 
 
 def test_reserved_cache_replaces_only_full_attention_layers():
-    from transformers import LlamaConfig, MistralConfig
-
     full = reserved_cache(LlamaConfig(num_hidden_layers=3), 64)
     assert [type(x).__name__ for x in full.layers] == ["ReservedLayer"] * 3
     sliding = reserved_cache(MistralConfig(num_hidden_layers=2, sliding_window=16), 64)

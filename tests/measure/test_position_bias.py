@@ -1,20 +1,22 @@
 """Measured rollout inputs and gradient attribution on the real SmolLM2-135M-Instruct."""
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from support.models import rounding, tiny_model
 
+from drift_eval.files import prose_text
+from drift_eval.measure.position_bias import measure
 from drift_eval.metrics import rollout as ro
 
 
 @pytest.fixture(scope="module")
 def measured(smollm2_dir):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from drift_eval.files import prose_text
-    from drift_eval.measure.position_bias import measure
-
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     model = AutoModelForCausalLM.from_pretrained(smollm2_dir).eval()
     ids = tok(prose_text(), return_tensors="pt")["input_ids"][0]
@@ -45,8 +47,6 @@ def test_residual_aware_rollout_is_closer_to_gradients_than_attention_only(measu
 
 
 def test_works_on_other_families():
-    from drift_eval.measure.position_bias import measure
-
     for family in ("qwen2", "gpt_neox"):
         out = measure(tiny_model(family), torch.randint(3, 128, (2, 12)))
         assert out["kernels"].shape == (2, 12, 12) and out["lambdas"].shape == (2,)
@@ -54,10 +54,6 @@ def test_works_on_other_families():
 
 @pytest.mark.slow
 def test_cli_prints_json_profiles_and_rejects_short_text(tmp_path):
-    import json
-    import subprocess
-    import sys
-
     cli = [sys.executable, "-m", "drift_eval.cli", "position-bias"]
     r = subprocess.run(cli + ["--length", "32", "--sequences", "2", "--threads", "1", "--json"],
                        capture_output=True, text=True)

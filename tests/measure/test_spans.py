@@ -1,4 +1,5 @@
 import pytest
+from transformers import AutoTokenizer
 
 from drift_eval.compensation.spans import system_span_end, token_count_before
 from drift_eval.taskdata.french import system_prompt
@@ -10,8 +11,6 @@ SYSTEM = system_prompt("en")
 
 @pytest.fixture(scope="module")
 def tokenizer(smollm2_dir):
-    from transformers import AutoTokenizer
-
     return AutoTokenizer.from_pretrained(smollm2_dir)
 
 

@@ -5,17 +5,25 @@ checkpoint checked before anything is stored, the answers served through the cac
 import json
 import pickle
 import sqlite3
+import subprocess
+import sys
 import threading
+from functools import partial
 
 import pytest
+from lm_eval.api.model import CacheHook
 
+from drift_eval.conversation import dump_messages
+from drift_eval.errors import DamagedFile, DriftUsageError
+from drift_eval.plugin import answer_cache as ac
+from drift_eval.plugin.answer_cache import AnswerCache
+from drift_eval.plugin.answers import Answer
+from drift_eval.plugin.cached_serving import CachedServing
 from support.checks import Planted, benchmark
 
 
 # ---------------------------------------------------------------------- no code from data
 def test_a_planted_pickle_in_the_answer_cache_never_runs(tmp_path):
-    from drift_eval.plugin.answer_cache import AnswerCache
-
     marker = tmp_path / "PWNED"
     warnings = []
     cache = AnswerCache(str(tmp_path / "cache"), warn=warnings.append)
@@ -29,8 +37,6 @@ def test_a_planted_pickle_in_the_answer_cache_never_runs(tmp_path):
 
 @pytest.mark.parametrize("content", [b"", b"this is not a database" * 100, b"SQLite format 3\x00" + b"\x00" * 50])
 def test_a_damaged_cache_file_is_rebuilt_with_a_warning(tmp_path, content):
-    from drift_eval.plugin.answer_cache import AnswerCache
-
     folder = tmp_path / "cache"
     folder.mkdir()
     (folder / "answers.sqlite").write_bytes(content)
@@ -46,8 +52,6 @@ def test_a_damaged_cache_file_is_rebuilt_with_a_warning(tmp_path, content):
 
 
 def test_a_cache_with_foreign_tables_is_set_aside(tmp_path):
-    from drift_eval.plugin.answer_cache import AnswerCache
-
     folder = tmp_path / "cache"
     folder.mkdir()
     with sqlite3.connect(folder / "answers.sqlite") as db:
@@ -66,8 +70,6 @@ def test_a_cache_with_foreign_tables_is_set_aside(tmp_path):
     ("continuation_nll", json.dumps({"nll": [1.0], "tokens": 4, "compensation": "none"})),
 ])
 def test_cached_answers_round_trip_and_are_type_checked(rtype, value):
-    from drift_eval.plugin import answer_cache as ac
-
     assert ac.decode(rtype, ac.encode(rtype, value)) == value
     for other in ("generate_until", "loglikelihood", "generate_conversation", "position_profile"):
         if other != rtype and not (other == "generate_until" and isinstance(value, str)):
@@ -76,9 +78,6 @@ def test_cached_answers_round_trip_and_are_type_checked(rtype, value):
 
 
 def test_answers_keep_their_metadata_through_the_cache(tmp_path):
-    from drift_eval.plugin.answer_cache import AnswerCache
-    from drift_eval.plugin.answers import Answer
-
     a = Answer("Bonjour tout le monde", tokens=7, forced_length=True, natural_end=3)
     cache = AnswerCache(str(tmp_path))
     cache.put([("k", "generate_until", a)])
@@ -93,13 +92,6 @@ def test_answers_keep_their_metadata_through_the_cache(tmp_path):
 def test_a_run_checkpoint_carries_every_answer_and_is_checked_before_anything_is_stored(tmp_path, capsys):
     """A sweep's answer caches leave as JSON lines and come back answer for answer; a
     damaged checkpoint is named with its row and stores nothing, not even its good files."""
-    import subprocess
-    import sys
-
-    from drift_eval.plugin.answer_cache import AnswerCache
-    from drift_eval.errors import DamagedFile, DriftUsageError
-    from drift_eval.plugin.answers import Answer
-
     runs = benchmark("protocol_runs")
     conversation = json.dumps([{"role": "user", "content": "Salut"}, {"role": "assistant", "content": "Bonjour"}])
     stored = {"none": [("a", "generate_until", Answer("Bonjour à tous", tokens=5, forced_length=True, natural_end=2)),
@@ -142,8 +134,6 @@ class _Backend:
     ``generate_until`` for their turns."""
 
     def __init__(self):
-        from lm_eval.api.model import CacheHook
-
         self.cache_hook = CacheHook(None)
         self.calls = []
 
@@ -151,8 +141,6 @@ class _Backend:
         self.cache_hook = hook
 
     def generate_until(self, requests, disable_tqdm=False):
-        from drift_eval.plugin.answers import Answer
-
         out = []
         for r in requests:
             a = Answer(f"réponse à {r.args[0]}", tokens=len(r.args[0]), forced_length=True, natural_end=None)
@@ -163,8 +151,6 @@ class _Backend:
 
     def generate_conversation(self, requests, disable_tqdm=False, turns=None):
         """``turns``: what serves the turns (the drift wrapper's road to the model)."""
-        from drift_eval.conversation import dump_messages
-
         turns = (turns or self.generate_until)([_Request((r.args[0] + " turn", {})) for r in requests])
         self.calls.append(("generate_conversation", len(requests)))
         return [dump_messages([{"role": "user", "content": r.args[0]}, {"role": "assistant", "content": t}])
@@ -177,11 +163,6 @@ class _Request:
 
 
 def test_the_sweep_serves_cached_answers_with_their_metadata(tmp_path):
-    from functools import partial
-
-    from drift_eval.plugin.answer_cache import AnswerCache
-    from drift_eval.plugin.cached_serving import CachedServing
-
     def run(backend):
         cache = AnswerCache(str(tmp_path))
         answers = CachedServing(cache, chunk=2)
@@ -207,8 +188,6 @@ def test_the_sweep_serves_cached_answers_with_their_metadata(tmp_path):
 
 
 def test_concurrent_cache_writers_keep_every_answer(tmp_path):
-    from drift_eval.plugin.answer_cache import AnswerCache
-
     def writer(k):
         cache = AnswerCache(str(tmp_path))
         for i in range(40):

@@ -2,16 +2,25 @@
 (``drift_eval.plugin.backends``, ``chat``, ``wrapper``), checked against each backend's own
 request schema."""
 import json
+import multiprocessing
 import os
+import time
 from types import SimpleNamespace
 
 import pytest
+from llama_cpp.server.types import CreateChatCompletionRequest
+from lm_eval.api.instance import Instance
+from lm_eval.api.model import LM
+from lm_eval.models.utils import normalize_gen_kwargs
 
 from support.places import REPO
 
-from drift_eval.plugin import backends as b
+from drift_eval.conversation import ConversationSpec
+from drift_eval.files import build_lock, write_text_atomic
+from drift_eval.plugin import backends as b, conversations
 from drift_eval.plugin import chat, run_check, wrapper
 from drift_eval.plugin.answers import Answer
+from drift_eval.plugin.request_types import CONVERSATION
 
 # What ForcedLengthTask sends (drift_french_single.yaml, with --gen_kwargs max_gen_toks=64).
 FORCED = {"until": [], "max_gen_toks": 64, "do_sample": False, "temperature": 0.0, "min_new_tokens": 64}
@@ -78,8 +87,6 @@ def test_forced_length_is_capped_at_max_gen_toks_and_zero_means_not_forced():
 def test_vllm_sampling_params_get_only_documented_fields():
     """lm-eval's VLLM builds ``SamplingParams(max_tokens=..., stop=..., **kwargs)`` from the
     kwargs that ``normalize_gen_kwargs`` leaves (vllm cannot be installed here)."""
-    from lm_eval.models.utils import normalize_gen_kwargs
-
     sent, _ = b.backend_kwargs(FORCED, b.BACKENDS["VLLM"])
     kwargs = normalize_gen_kwargs(sent, default_max_gen_toks=256)
     max_tokens = kwargs.pop("max_gen_toks")
@@ -99,6 +106,7 @@ def test_sglang_sampling_params_get_only_documented_fields():
 def api_models(monkeypatch):
     pytest.importorskip("tenacity")
     monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    # deferred, start-up: loads aiohttp
     from lm_eval.models.openai_completions import LocalChatCompletion, OpenAIChatCompletion
 
     return (LocalChatCompletion(base_url="http://127.0.0.1:9/v1/chat/completions", model="m"),
@@ -110,7 +118,6 @@ def test_chat_servers_get_min_tokens_only_where_their_schema_has_it(api_models):
     messages = [{"role": "user", "content": "hi"}]
     sent, _ = b.backend_kwargs(FORCED, b.backend_of(local))
     payload = local._create_payload(messages, generate=True, gen_kwargs=dict(sent))
-    from llama_cpp.server.types import CreateChatCompletionRequest  # the llama-cpp-python server's schema
 
     assert set(payload) <= set(CreateChatCompletionRequest.model_fields), set(payload)
     assert payload["min_tokens"] == payload["max_tokens"] == 64
@@ -127,7 +134,6 @@ def test_a_llama_cpp_server_is_forced_by_a_bias_on_every_end_token_instead_of_mi
     local, _ = api_models
     sent, asked = b.backend_kwargs(FORCED, b.backend_of(local), end_ids=[2, 0])
     payload = local._create_payload([{"role": "user", "content": "hi"}], generate=True, gen_kwargs=dict(sent))
-    from llama_cpp.server.types import CreateChatCompletionRequest
 
     assert set(payload) <= set(CreateChatCompletionRequest.model_fields), set(payload)
     assert payload["logit_bias"] == {"0": -100.0, "2": -100.0} and "min_tokens" not in payload
@@ -213,7 +219,7 @@ def test_the_instruction_moves_into_the_first_user_message_only_without_a_system
 
 
 def test_placement_is_read_from_chat_messages():
-    from lm_eval.models.api_models import JsonChatStr
+    from lm_eval.models.api_models import JsonChatStr  # deferred, start-up: loads aiohttp
 
     def msgs(*pairs):
         return JsonChatStr(json.dumps([{"role": r, "content": c} for r, c in pairs]))
@@ -293,10 +299,6 @@ def test_readme_backends_table_matches_the_mapping():
 
 def _build_once(path, log):
     """One process's attempt to build ``path`` (what the GGUF and calibration caches do)."""
-    import time
-
-    from drift_eval.files import build_lock, write_text_atomic
-
     with build_lock(path):
         if not os.path.isfile(path):
             with open(log, "a") as fh:
@@ -309,8 +311,6 @@ def _build_once(path, log):
 
 @pytest.mark.slow
 def test_a_cache_wanted_by_two_processes_at_once_is_built_once(tmp_path):
-    import multiprocessing
-
     target, log = str(tmp_path / "cache" / "file.json"), str(tmp_path / "log")
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(2) as pool:
@@ -322,13 +322,6 @@ def test_a_cache_wanted_by_two_processes_at_once_is_built_once(tmp_path):
 
 def test_the_conversation_bar_shows_every_turn_also_when_turns_end_at_once(capsys):
     """Turns replayed from an answer cache end within microseconds; the bar still counts each."""
-    from lm_eval.api.instance import Instance
-    from lm_eval.api.model import LM
-
-    from drift_eval.conversation import ConversationSpec
-    from drift_eval.plugin import conversations
-    from drift_eval.plugin.request_types import CONVERSATION
-
     class Instant(LM):
         def loglikelihood(self, requests):
             raise NotImplementedError

@@ -5,6 +5,7 @@ answers."""
 import dataclasses
 
 import pytest
+from lm_eval.tasks import TaskManager
 
 from drift_eval.plugin import backends, batches
 from drift_eval.plugin.model import HFDriftLM
@@ -20,8 +21,6 @@ class Recording(HFDriftLM):
 
 
 def _requests(lm, n: int, tokens: int):
-    from lm_eval.tasks import TaskManager
-
     task = TaskManager().load(["drift_french_single"])["tasks"]["drift_french_single"]
     task.build_all_requests(limit=n, rank=0, world_size=1, apply_chat_template=True,
                             chat_template=lm.apply_chat_template)

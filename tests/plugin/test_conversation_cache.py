@@ -9,10 +9,14 @@ were computed one token at a time, re-encoding computes them in one matrix produ
 sums run in another order)."""
 import contextlib
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
 from lm_eval.api.instance import Instance
+from lm_eval.models.huggingface import HFLM
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
 
 from drift_eval.conversation import ConversationSpec, assistant_replies
 from drift_eval.errors import DriftUsageError
@@ -23,7 +27,11 @@ from drift_eval.plugin.request_types import CONVERSATION
 from drift_eval.plugin.wrapper import DriftLM
 from drift_eval.settings import CompensationConfig
 
-from support.models import forward_sums, rounding
+from drift_eval.plugin.answers import meta_of
+from drift_eval.plugin.model import HFDriftLM
+from drift_eval.plugin.run_check import conversation_cache_of, run_problems
+from support.commands import last_line, run_lm_eval, samples_of
+from support.models import forward_sums, rounding, tiny_chat_model
 
 FAMILIES = ("llama", "qwen2", "gemma3_text")
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -44,9 +52,6 @@ GEN = {"until": [], "max_gen_toks": 5, "do_sample": False}
 def chat_tokenizer(template=CHATML):
     """A byte-level BPE tokenizer (320 tokens, merges learnt from ``CORPUS``, so that a
     reply may re-tokenise differently from how it was generated) with a ChatML template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -61,8 +66,6 @@ def chat_tokenizer(template=CHATML):
 def chat_model_dir(folder, family, template=CHATML):
     """A 2-layer random model of ``family`` with ``chat_tokenizer``, saved to ``folder``;
     gemma3_text alternates a sliding-window layer (8 positions) with a full one."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-
     tok = chat_tokenizer(template)
     kw = dict(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
               num_key_value_heads=2, max_position_embeddings=1024, initializer_range=0.2,
@@ -78,8 +81,6 @@ def chat_model_dir(folder, family, template=CHATML):
 
 @pytest.fixture(scope="module", params=FAMILIES)
 def lm(request, tmp_path_factory):
-    from drift_eval.plugin.model import HFDriftLM
-
     folder = chat_model_dir(tmp_path_factory.mktemp(request.param), request.param)
     return HFDriftLM(pretrained=folder, device="cpu", batch_size=4)
 
@@ -153,8 +154,6 @@ def test_forced_reinjected_scripted_and_duplicate_conversations_in_one_batch(lm)
 
 
 def test_a_template_that_rewrites_earlier_turns_is_re_encoded_and_marked(tmp_path, drift_log):
-    from drift_eval.plugin.model import HFDriftLM
-
     lm = HFDriftLM(pretrained=chat_model_dir(tmp_path / "m", "llama", COUNTING), device="cpu", batch_size=4)
     off, _ = _run(lm, "off", 4)
     on, store = _run(lm, "on", 4)
@@ -214,8 +213,6 @@ def test_carried_logits_equal_re_encoded_ones_within_float32_rounding(lm):
 @pytest.fixture(scope="module")
 def stock(tmp_path_factory):
     """lm-eval's ``HFLM`` on each family's tiny model, as ``--model hf`` builds it."""
-    from lm_eval.models.huggingface import HFLM
-
     return {f: HFLM(pretrained=chat_model_dir(tmp_path_factory.mktemp(f"stock_{f}"), f), device="cpu", batch_size=4)
             for f in FAMILIES}
 
@@ -250,8 +247,6 @@ def _stock_run(model, mode, batch_size, requests=None):
 def test_a_conversations_turns_are_placed_as_chat_turns_whatever_the_runs_flag(stock, chat):
     """Every turn is rendered with the chat template, so its instruction sits in a chat turn
     (the system message here), also in a run without ``--apply_chat_template``."""
-    from drift_eval.plugin.answers import meta_of
-
     histories = run_conversations(DriftLM(stock["llama"], set(), chat=chat), _requests())
     placed = [meta_of(m["content"]).get("instruction_placement") for h in histories for m in h
               if m["role"] == "assistant"]
@@ -274,10 +269,6 @@ def test_stock_hf_carried_conversations_answer_as_re_encoded_ones(stock, family,
 
 
 def test_the_runs_metadata_sets_the_stock_cache_and_is_checked(stock, monkeypatch):
-    from types import SimpleNamespace
-
-    from drift_eval.plugin.run_check import conversation_cache_of, run_problems
-
     def tasks(*metas):
         return {f"t{i}": SimpleNamespace(config=SimpleNamespace(metadata=m)) for i, m in enumerate(metas)}
 
@@ -349,8 +340,6 @@ SMOL_TURNS = [["Hello! Who are you?", "What is your favourite colour?", "Why?"],
 @pytest.mark.parametrize("setting", ["none", "log:0.5"])
 def test_smollm2_carried_conversations_answer_as_re_encoded_ones(smollm2_dir, setting):
     """4 conversations x 3 turns on SmolLM2-135M-Instruct (its own chat template), batch 4."""
-    from drift_eval.plugin.model import HFDriftLM
-
     lm = HFDriftLM(pretrained=smollm2_dir, device="cpu", batch_size=4,
                    compensation=CompensationConfig.from_label(setting).mode, strength=0.5)
     requests = _requests(SMOL_TURNS, {"until": [], "max_gen_toks": 24, "do_sample": False})
@@ -367,9 +356,6 @@ def test_lm_eval_hf_with_the_cache_in_metadata_logs_the_samples_of_re_encoding(s
     carries the conversations of drift_french_multiturn (a tiny random model with SmolLM2's
     tokenizer and template) and logs the samples of a run without it; a bad value is one
     line before any request."""
-    from support.commands import last_line, run_lm_eval, samples_of
-    from support.models import tiny_chat_model
-
     model = tiny_chat_model(tmp_path / "model", smollm2_dir)
     logged = {}
     for mode in ("off", "on"):

@@ -7,6 +7,7 @@ from lm_eval.api.instance import Instance
 from drift_eval.conversation import ConversationSpec, assistant_replies
 from drift_eval.errors import DriftUsageError
 from drift_eval.plugin.conversations import run_conversations as _run
+from drift_eval.plugin.model import HFDriftLM
 from drift_eval.plugin.request_types import CONVERSATION
 from drift_eval.plugin.wrapper import DriftLM
 from drift_eval.taskdata.french import system_prompt
@@ -22,8 +23,6 @@ GEN = {"until": [], "max_gen_toks": 8, "do_sample": False}
 
 @pytest.fixture(scope="module")
 def lm(smollm2_dir):
-    from drift_eval.plugin.model import HFDriftLM
-
     return HFDriftLM(pretrained=smollm2_dir, compensation="log", strength=0.5, device="cpu", batch_size=8)
 
 

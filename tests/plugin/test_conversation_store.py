@@ -3,10 +3,13 @@ the exact-prefix check, the recording sliding-window layer, which layers can be 
 bytes per token, and the setting checked before a model loads."""
 import pytest
 import torch
+from transformers import LlamaConfig, MistralConfig
+from transformers.cache_utils import DynamicSlidingWindowLayer
 
 from drift_eval.errors import DriftUsageError
 from drift_eval.plugin.generation import (Held, RecordingSlidingLayer, bytes_per_token, carried_cache,
                                          exact_prefix, kept_states)
+from drift_eval.plugin.model import HFDriftLM
 from drift_eval.settings import conversation_cache_setting
 
 
@@ -31,8 +34,6 @@ def test_exact_prefix(held, new, span_end, mode, want):
 
 
 def test_the_recording_sliding_layer_attends_as_the_stock_one_and_keeps_everything():
-    from transformers.cache_utils import DynamicSlidingWindowLayer
-
     g = torch.Generator().manual_seed(0)
     steps = [(torch.randn(2, 2, n, 4, generator=g), torch.randn(2, 2, n, 4, generator=g)) for n in [5, 1, 1, 1, 1]]
     stock, layer = DynamicSlidingWindowLayer(sliding_window=4), RecordingSlidingLayer(4, capacity=9)
@@ -45,8 +46,6 @@ def test_the_recording_sliding_layer_attends_as_the_stock_one_and_keeps_everythi
 
 
 def test_only_full_and_sliding_layers_are_carried():
-    from transformers import LlamaConfig, MistralConfig
-
     assert [type(x).__name__ for x in carried_cache(LlamaConfig(num_hidden_layers=2), 8).layers] == ["ReservedLayer"] * 2
     sliding = carried_cache(MistralConfig(num_hidden_layers=2, sliding_window=16), 8)
     assert [type(x).__name__ for x in sliding.layers] == ["RecordingSlidingLayer"] * 2
@@ -54,8 +53,6 @@ def test_only_full_and_sliding_layers_are_carried():
 
 
 def test_bytes_per_token_from_the_layer_head_and_size_counts():
-    from transformers import LlamaConfig, MistralConfig
-
     smollm2 = LlamaConfig(num_hidden_layers=30, hidden_size=576, num_attention_heads=9, num_key_value_heads=3)
     assert bytes_per_token(smollm2, torch.float32) == 2 * 30 * 3 * 64 * 4 == 46080
     llama2_7b = LlamaConfig(num_hidden_layers=32, hidden_size=4096, num_attention_heads=32, num_key_value_heads=32)
@@ -77,7 +74,5 @@ def test_the_setting_is_checked():
 
 
 def test_a_bad_setting_stops_before_the_model_loads():
-    from drift_eval.plugin.model import HFDriftLM
-
     with pytest.raises(DriftUsageError, match="unknown conversation_cache 'sometimes'"):
         HFDriftLM(pretrained="/nonexistent/model", conversation_cache="sometimes")

@@ -4,6 +4,8 @@ reasoning model's visible answer is counted apart from its trace, its forced ans
 requests, and a reasoning that never ends is the whole generation with the marker added."""
 from types import SimpleNamespace
 
+from lm_eval.api.instance import Instance
+
 from drift_eval.plugin import backends as b
 from drift_eval.plugin import reasoning, wrapper
 from drift_eval.plugin.answers import Answer
@@ -35,8 +37,6 @@ class VLLM:
 
 
 def test_vllm_answers_carry_the_engines_own_counts_paired_by_prompt():
-    from lm_eval.api.instance import Instance
-
     model = VLLM()
     before = (dict(vars(model)), dict(vars(VLLM)))
     assert b.EngineOutputs.observes(model) and b.backend_of(model).reports_usage
@@ -85,8 +85,6 @@ class ReasoningVLLM(VLLM):
 
 
 def test_a_reasoning_models_count_is_of_its_visible_answer_and_the_trace_is_counted_apart():
-    from lm_eval.api.instance import Instance
-
     model = ReasoningVLLM()
     requests = [Instance("generate_until", {}, (ctx, {}), i) for i, ctx in enumerate(["ab", "abcd", "abc", "abcde"])]
     answers = b.EngineOutputs.generate(model, requests)
@@ -141,8 +139,6 @@ def test_a_reasoning_models_forced_answer_takes_two_requests_the_second_forced_a
     model reason; the second continues the prompt and that reasoning with the visible
     answer, forced to the whole length, the one-token marker held back with the end of
     text. The answer is the second's, with the first's trace; an unforced request takes one."""
-    from lm_eval.api.instance import Instance
-
     model = TwoStepVLLM()
     lm = wrapper.DriftLM(model, {"t"}, chat=False)
     doc = {"system_prompt": "Answer in French."}
@@ -223,8 +219,6 @@ class SGLangLM:
 
 
 def test_sglang_answers_carry_the_engines_own_counts_paired_by_prompt():
-    from lm_eval.api.instance import Instance
-
     requests = [Instance("generate_until", {}, (ctx, {}), i) for i, ctx in enumerate(["ab", "abcd"])]
     for with_ids in (True, False):
         model = SGLangLM(with_ids)

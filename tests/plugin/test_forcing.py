@@ -9,7 +9,17 @@ import os
 
 import pytest
 import requests
+import torch
+from lm_eval.api.instance import Instance
+from lm_eval.models.huggingface import HFLM
 
+from drift_eval.errors import DriftUsageError
+from drift_eval.plugin import backends, forcing, wrapper
+from drift_eval.plugin.chat import end_of_turn_ids
+from drift_eval.plugin.forcing import FORCING_TOKENS
+from drift_eval.plugin.local_models import smollm2_gguf
+from drift_eval.plugin.model import HFDriftLM
+from drift_eval.taskdata.french import read_requests, system_prompt
 from support.commands import LM_EVAL, results_of, run_lm_eval, samples_of
 from support.models import gguf_with_eos, model_with_eos
 from support.servers import LlamaServer
@@ -27,8 +37,6 @@ def eos_moved_dir(smollm2_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def eos_moved_server(tmp_path_factory):
-    from drift_eval.plugin.local_models import smollm2_gguf
-
     folder, name = smollm2_gguf()
     tmp = tmp_path_factory.mktemp("eos_moved_gguf")
     gguf = gguf_with_eos(os.path.join(folder, name), tmp / "smollm2-eos-endoftext.gguf", 0)
@@ -39,10 +47,6 @@ def eos_moved_server(tmp_path_factory):
 def _probe(model, chat=True):
     """The check's request (its natural answer is one word) forced to the check's length,
     through the wrapper a drift run's model gets."""
-    from lm_eval.api.instance import Instance
-
-    from drift_eval.plugin import forcing, wrapper
-
     drift = wrapper.DriftLM(model, {"forcing"}, chat)
     messages = [{"role": "system", "content": forcing.FORCING_SYSTEM}, {"role": "user", "content": forcing.FORCING_PROMPT}]
     gen = {"until": [], "max_gen_toks": forcing.FORCING_TOKENS, "min_new_tokens": forcing.FORCING_TOKENS,
@@ -53,12 +57,6 @@ def _probe(model, chat=True):
 
 
 def test_hf_holds_back_the_templates_end_of_turn_token_as_well_as_its_eos(eos_moved_dir):
-    import torch
-    from lm_eval.models.huggingface import HFLM
-
-    from drift_eval.plugin import backends
-    from drift_eval.plugin.chat import end_of_turn_ids
-
     hf = HFLM(pretrained=eos_moved_dir, device="cpu", batch_size=1)
     tok = hf.tokenizer
     im_end, endoftext = tok.convert_tokens_to_ids(IM_END), tok.convert_tokens_to_ids(ENDOFTEXT)
@@ -85,9 +83,6 @@ def test_hf_holds_back_the_templates_end_of_turn_token_as_well_as_its_eos(eos_mo
 
 
 def test_hf_drift_watches_every_end_token_for_the_natural_end(eos_moved_dir):
-    from drift_eval.plugin.model import HFDriftLM
-    from drift_eval.plugin.forcing import FORCING_TOKENS
-
     drift, req = _probe(HFDriftLM(pretrained=eos_moved_dir, device="cpu", batch_size=1))
     [answer] = drift.generate_drift([req], disable_tqdm=True)
     assert answer.meta["tokens"] == FORCING_TOKENS and answer.meta["forced_length"] is True
@@ -102,8 +97,6 @@ def test_the_server_is_forced_by_the_bias_where_min_tokens_alone_would_not(eos_m
     The server reuses the longest cached prefix of each prompt, which changes its floating
     point sums, and this model's greedy answers are long or short by a hair: so the request
     is found by asking, among the requests it answers shortly, not fixed in advance."""
-    from drift_eval.taskdata.french import read_requests, system_prompt
-
     chat, asked, bank = eos_moved_server.url, 256, read_requests()
 
     def min_tokens_alone(doc):
@@ -132,10 +125,7 @@ def test_the_server_is_forced_by_the_bias_where_min_tokens_alone_would_not(eos_m
 def test_the_check_before_a_run_stops_a_server_that_does_not_force(eos_moved_server):
     """The same server, its end tokens unknown to the plugin (as on a server without a
     tokenize endpoint): min_tokens alone, and the check says so in one line."""
-    from lm_eval.models.openai_completions import LocalChatCompletion
-
-    from drift_eval.errors import DriftUsageError
-    from drift_eval.plugin import forcing, wrapper
+    from lm_eval.models.openai_completions import LocalChatCompletion  # deferred, start-up: loads aiohttp
 
     model = LocalChatCompletion(base_url=eos_moved_server.url, model=eos_moved_server.alias, max_retries=1)
     drift = wrapper.DriftLM(model, {"drift_french_single"})

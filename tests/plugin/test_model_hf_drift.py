@@ -1,12 +1,19 @@
 """hf-drift in process on the bundled SmolLM2-135M-Instruct (real weights, real tokenizer)."""
 from contextlib import contextmanager
 
+import numpy as np
 import pytest
 import torch
+from lm_eval.api.instance import Instance
 
-from drift_eval.settings import CompensationConfig
 from drift_eval.errors import DriftUsageError
-from drift_eval.taskdata.french import system_prompt
+from drift_eval.measure import calibration
+from drift_eval.measure.calibration import fit_kappa
+from drift_eval.plugin import generation, model
+from drift_eval.plugin.answers import Answer
+from drift_eval.plugin.model import HFDriftLM
+from drift_eval.settings import CompensationConfig
+from drift_eval.taskdata.french import calibration_prompt, system_prompt
 
 pytestmark = pytest.mark.slow
 SYSTEM = system_prompt("en")
@@ -14,8 +21,6 @@ SYSTEM = system_prompt("en")
 
 @pytest.fixture(scope="module")
 def lm(smollm2_dir):
-    from drift_eval.plugin.model import HFDriftLM
-
     return HFDriftLM(pretrained=smollm2_dir, compensation="log", strength=1.0, device="cpu", batch_size=2)
 
 
@@ -64,8 +69,6 @@ def test_left_truncation_shifts_the_span(lm):
 
 
 def test_compensation_changes_generation_and_none_restores_it(lm):
-    from lm_eval.api.instance import Instance
-
     def run():
         doc = {"system_prompt": SYSTEM}
         req = Instance("generate_until", doc, (_prompt(lm, "Describe a forest."),
@@ -82,9 +85,6 @@ def test_compensation_changes_generation_and_none_restores_it(lm):
 
 
 def test_head_calibration_is_per_layer_and_head_and_cached(lm, tmp_path, monkeypatch):
-    from drift_eval.measure import calibration
-    from drift_eval.taskdata.french import calibration_prompt
-
     monkeypatch.setenv("DRIFT_CACHE_DIR", str(tmp_path))
     g = calibration.head_gammas(lm.model, lm.tokenizer, calibration_prompt())
     cfg = lm.model.config
@@ -106,10 +106,6 @@ def test_head_setting_survives_its_own_calibration(lm, tmp_path, monkeypatch):
 
 
 def test_fit_kappa_recovers_known_exponents():
-    import numpy as np
-
-    from drift_eval.measure.calibration import fit_kappa
-
     q = np.arange(40, 400)
     P = 40
     shares = np.stack([0.3 * ((q + 1) / P) ** -k for k in (0.0, 0.5, 1.0)])
@@ -123,8 +119,6 @@ def test_fit_kappa_recovers_known_exponents():
     (dict(gguf_file="missing.gguf"), "GGUF file not found"),
 ])
 def test_bad_model_args(smollm2_dir, args, needle):
-    from drift_eval.plugin.model import HFDriftLM
-
     with pytest.raises(DriftUsageError, match=needle):
         HFDriftLM(pretrained=smollm2_dir, device="cpu", **args)
 
@@ -132,10 +126,6 @@ def test_bad_model_args(smollm2_dir, args, needle):
 def test_forced_answers_record_where_the_model_wanted_to_end(lm):
     """Greedy decoding is the same up to the end the model chose, so the free answer's length
     is the forced answer's natural end, and the forced answer starts with the free one."""
-    from lm_eval.api.instance import Instance
-
-    from drift_eval.plugin.answers import Answer
-
     def run(gen):
         req = Instance("generate_until", {"system_prompt": SYSTEM}, (_prompt(lm, "Say hello in one short sentence."),
                        dict(gen, until=[], do_sample=False)), 0)
@@ -155,10 +145,6 @@ def test_forced_answers_record_where_the_model_wanted_to_end(lm):
 def test_the_reserved_cache_generates_what_the_stock_cache_generates(lm, monkeypatch):
     """Two left-padded prompts, compensation on: greedy answers are identical with the
     reserved cache and with transformers' own, and generate received the reserved one."""
-    from lm_eval.api.instance import Instance
-
-    from drift_eval.plugin import generation, model
-
     reqs = [Instance("generate_until", {"system_prompt": SYSTEM}, (_prompt(lm, user), {
         "max_gen_toks": 48, "min_new_tokens": 48, "until": [], "do_sample": False}), i)
         for i, user in enumerate(["Hi", "Describe the water cycle for a class of ten-year-olds."])]

@@ -17,7 +17,11 @@ import threading
 import time
 
 import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from drift_eval.measure.calibration import head_gammas, model_fingerprint
+from drift_eval.metrics import langid
+from drift_eval.taskdata.french import calibration_prompt
 from support.checks import Planted
 from support.commands import DRIFT_EVAL, ENV, run_drift_eval, run_lm_eval
 from support.models import tiny_chat_model
@@ -199,7 +203,7 @@ def test_a_damaged_setting_reruns_alone_and_planted_pickles_never_run(tiny, refe
 def test_a_pickled_cache_planted_in_a_sweep_folder_is_never_opened(tiny, reference, tmp_path):
     """lm-eval's own answer cache (``CachingLM``, pickled values) placed in a setting's cache
     folder: the sweep reads only its JSON cache, so nothing in it ever runs."""
-    from sqlitedict import SqliteDict
+    from sqlitedict import SqliteDict  # deferred, start-up: loads sqlitedict
 
     out = tmp_path / "out"
     shutil.copytree(reference, out)
@@ -274,8 +278,6 @@ def test_other_packages_broken_entry_points_do_not_break_lm_eval(tmp_path):
 
 
 def test_a_truncated_language_model_never_crashes_the_interpreter(tmp_path):
-    from drift_eval.metrics import langid
-
     cut = tmp_path / "lid-copy.ftz"
     cut.write_bytes(open(langid.default_model_path(), "rb").read()[:400_000])
     # the control: fastText itself fails on this file. It reads header fields past the end of
@@ -305,11 +307,6 @@ def test_a_truncated_language_model_never_crashes_the_interpreter(tmp_path):
 
 
 def test_a_damaged_calibration_cache_is_rebuilt(smollm2_dir, tmp_path, monkeypatch, drift_log):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from drift_eval.measure.calibration import head_gammas, model_fingerprint
-    from drift_eval.taskdata.french import calibration_prompt
-
     monkeypatch.setenv("DRIFT_CACHE_DIR", str(tmp_path))
     folder = tiny_chat_model(tmp_path / "model", smollm2_dir, layers=2)
     model, tok = AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)

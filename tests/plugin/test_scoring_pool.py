@@ -2,6 +2,9 @@
 (``drift_eval.plugin.scoring``): the same values as lm-eval's own scoring in the main
 process, read back by the answer lm-eval holds, and nothing lost when a worker fails."""
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -134,10 +137,6 @@ os.kill(os.getpid(), signal.SIGKILL)
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads the process tree from /proc (Linux)")
 @pytest.mark.slow  # a process killed with its workers, waited for
 def test_the_workers_end_with_a_main_process_that_was_killed():
-    import subprocess
-    import sys
-    import time
-
     # the exit is waited for, not the end of its output: workers left alive would hold the pipe open
     proc = subprocess.Popen([sys.executable, "-c", WORKERS_OF_A_KILLED_RUN], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)

@@ -4,9 +4,14 @@ import glob
 import json
 import os
 import shutil
+import sqlite3
 
 import pytest
+from lm_eval.api.model import hash_args
 
+from drift_eval.cli import main
+from drift_eval.decide.results import load_output
+from drift_eval.plugin.sweep import SweepOptions, run_sweep
 from support.commands import REAL_SWEEP_ARGS
 
 
@@ -51,12 +56,6 @@ def test_sweep_resumes_without_recomputing(real_sweep, smollm2_dir, tmp_path):
     """Simulated interruption: log:1 lost its results, and its cache lost one conversation
     (as if the run stopped before that batch). Only that conversation is generated again,
     and the setting's left-over samples files are moved aside."""
-    import sqlite3
-
-    from lm_eval.api.model import hash_args
-
-    from drift_eval.plugin.sweep import SweepOptions, run_sweep
-
     out = tmp_path / "out"
     shutil.copytree(real_sweep["dir"], out)
     # none as an earlier version left it: its model folder named after lm-eval's sanitised path
@@ -88,7 +87,6 @@ def test_sweep_resumes_without_recomputing(real_sweep, smollm2_dir, tmp_path):
         [path] = _files(out, "log_1", f"samples_{task}_*.jsonl")
         assert [json.loads(x)["resps"] for x in open(path)] == resps
         assert os.path.basename(os.path.dirname(path)) == "SmolLM2-135M-Instruct.Q4_1"
-    from drift_eval.decide.results import load_output
 
     assert load_output(out).models == ["SmolLM2-135M-Instruct.Q4_1"]  # old and new folders: one model
     # a finished sweep does nothing, without loading the model
@@ -98,8 +96,6 @@ def test_sweep_resumes_without_recomputing(real_sweep, smollm2_dir, tmp_path):
 
 
 def test_sweep_rejects_bad_options_with_one_line(tmp_path, capsys):
-    from drift_eval.cli import main
-
     assert main(["sweep", "--output", str(tmp_path), "--settings", "none,logt:1"]) == 2
     assert capsys.readouterr().err.strip() == ("drift-eval: error: unknown compensation 'logt': "
                                                "use one of none, log, const, head")
@@ -116,8 +112,6 @@ def test_sweep_rejects_bad_options_with_one_line(tmp_path, capsys):
 def test_the_stop_point_for_tests_is_checked_before_anything_is_written(tmp_path, capsys, monkeypatch):
     """``DRIFT_EVAL_STOP_AT`` (where a test interrupts a sweep) must name one of the sweep's
     settings: anything else is one line and exit 2, before the output folder is made."""
-    from drift_eval.cli import main
-
     monkeypatch.setenv("DRIFT_EVAL_STOP_AT", "log:7")
     out = tmp_path / "out"
     assert main(["sweep", "--output", str(out), "--settings", "none,log:1", "--model-args", "pretrained=/m"]) == 2

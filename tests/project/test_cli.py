@@ -10,6 +10,13 @@ import sys
 
 import pytest
 
+import drift_eval.cli as cli
+from drift_eval.cli import main
+from drift_eval.cli.shared import bundled_scenes, model_dir, positive, whole
+from drift_eval.errors import DriftUsageError
+from drift_eval.plugin import local_models, sweep
+from drift_eval.reports import render
+from drift_eval.taskdata.alpha import read_scenes
 from support.checks import one_line_error
 
 HEAVY = ("torch", "transformers", "lm_eval")
@@ -17,8 +24,6 @@ HEAVY = ("torch", "transformers", "lm_eval")
 
 # ---------------------------------------------------------------------- the commands
 def test_every_command_has_its_module_and_the_docstring_lists_them_all():
-    import drift_eval.cli as cli
-
     names = [c.NAME for c in cli.COMMANDS]
     assert len(names) == len(set(names)) == 11
     for command in cli.COMMANDS:
@@ -63,8 +68,6 @@ BAD_NUMBERS = [
 
 
 def test_a_setting_strength_in_other_digits_is_one_line_before_any_output(capsys, tmp_path, monkeypatch):
-    from drift_eval.cli import main
-
     monkeypatch.chdir(tmp_path)
     rc = main(["sweep", "--output", "out", "--settings", "log:\uff11"])
     one_line_error(rc, capsys.readouterr().err, "strength must be a number >= 0, got '\uff11'")
@@ -73,8 +76,6 @@ def test_a_setting_strength_in_other_digits_is_one_line_before_any_output(capsys
 
 @pytest.mark.parametrize("args, needle", BAD_NUMBERS)
 def test_a_bad_number_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, args, needle):
-    from drift_eval.cli import main
-
     monkeypatch.chdir(tmp_path)
     rc = main(args)
     cap = capsys.readouterr()
@@ -85,8 +86,6 @@ def test_a_bad_number_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, args
 def test_help_and_bad_numbers_import_no_torch():
     """In a fresh interpreter: every command's --help, and every bad number above, finish
     without torch, transformers or lm-eval ever imported (so no model can have loaded)."""
-    import drift_eval.cli as cli
-
     code = ("import contextlib, io, json, sys\n"
             "from drift_eval.cli import main\n"
             "out = []\n"
@@ -113,8 +112,6 @@ def test_help_and_bad_numbers_import_no_torch():
 # ---------------------------------------------------------------------- the option types
 @pytest.mark.parametrize("text, value", [("0", 0), ("7", 7), ("+3", 3), (" 12 ", 12)])
 def test_whole_accepts_whole_numbers_in_range(text, value):
-    from drift_eval.cli.shared import whole
-
     assert whole(0, 12)(text) == value
 
 
@@ -129,8 +126,6 @@ def test_whole_accepts_whole_numbers_in_range(text, value):
     ("1_0", "must be a whole number between 0 and 12, got '1_0'"),
 ])
 def test_whole_rejects_anything_else_in_one_line(text, message):
-    from drift_eval.cli.shared import whole
-
     with pytest.raises(argparse.ArgumentTypeError) as exc:
         whole(0, 12)(text)
     assert str(exc.value) == message
@@ -138,15 +133,11 @@ def test_whole_rejects_anything_else_in_one_line(text, message):
 
 @pytest.mark.parametrize("text, value", [("1", 1.0), ("0.25", 0.25), ("1e-3", 0.001), ("2048", 2048.0)])
 def test_positive_accepts_finite_numbers_above_zero(text, value):
-    from drift_eval.cli.shared import positive
-
     assert positive(text) == value
 
 
 @pytest.mark.parametrize("text", ["0", "-0.5", "nan", "inf", "-inf", "x", "", "\u0663", "1_000", "\uff11.5"])
 def test_positive_rejects_anything_else_in_one_line(text):
-    from drift_eval.cli.shared import positive
-
     with pytest.raises(argparse.ArgumentTypeError) as exc:
         positive(text)
     assert str(exc.value) == f"must be a number > 0, got {text!r}"
@@ -154,9 +145,6 @@ def test_positive_rejects_anything_else_in_one_line(text):
 
 # ---------------------------------------------------------------------- the shared helpers
 def test_bundled_scenes_takes_the_first_scenes_and_the_named_axes():
-    from drift_eval.cli.shared import bundled_scenes
-    from drift_eval.taskdata.alpha import read_scenes
-
     scenes, axes = bundled_scenes(argparse.Namespace(scenes=3, axes=" genre, detail,,"))
     assert axes == ["genre", "detail"]
     assert scenes == read_scenes()[:3] and all(s["genre"] and s["detail"] for s in scenes)
@@ -171,18 +159,12 @@ def test_bundled_scenes_takes_the_first_scenes_and_the_named_axes():
     (2, " , ", "--axes takes names from"),
 ])
 def test_bundled_scenes_rejects_what_the_set_does_not_hold(scenes, axes, needle):
-    from drift_eval.cli.shared import bundled_scenes
-    from drift_eval.errors import DriftUsageError
-
     with pytest.raises(DriftUsageError) as exc:
         bundled_scenes(argparse.Namespace(scenes=scenes, axes=axes))
     assert needle in exc.value.message
 
 
 def test_model_dir_is_the_folder_given_its_gguf_conversion_or_the_bundled_model(monkeypatch, tmp_path):
-    from drift_eval.cli.shared import model_dir
-    from drift_eval.plugin import local_models
-
     monkeypatch.setattr(local_models, "smollm2_dir", lambda: "/bundled")
     monkeypatch.setattr(local_models, "cached_from_gguf", lambda folder, name: f"/converted/{folder}/{name}")
     folder = tmp_path / "m"
@@ -201,9 +183,6 @@ def test_model_dir_is_the_folder_given_its_gguf_conversion_or_the_bundled_model(
 def test_bad_input_found_at_run_time_stops_before_the_model_loads(capsys, monkeypatch, command, args):
     """Checks that need the scene set (``--scenes`` beyond it, unknown ``--axes``) or a
     setting (``--compensation``) still come before the model: loading it would fail here."""
-    from drift_eval.cli import main
-    from drift_eval.plugin import local_models
-
     def no_model(*a, **k):
         raise AssertionError("the model was loaded")
 
@@ -217,10 +196,6 @@ def test_bad_input_found_at_run_time_stops_before_the_model_loads(capsys, monkey
 
 # ---------------------------------------------------------------------- Ctrl-C
 def test_an_interrupt_exits_130_and_the_sweep_says_how_to_resume(capsys, tmp_path, monkeypatch):
-    from drift_eval.cli import main
-    from drift_eval.plugin import sweep
-    from drift_eval.reports import render
-
     def interrupt(*a, **k):
         raise KeyboardInterrupt
 
@@ -242,8 +217,6 @@ def test_an_interrupt_exits_130_and_the_sweep_says_how_to_resume(capsys, tmp_pat
 ])
 def test_head_compensation_is_calibrated_for_the_model_measured(tiny_model_dir, tmp_path, monkeypatch, capsys,
                                                                  command, args):
-    from drift_eval.cli import main
-
     monkeypatch.setenv("DRIFT_CACHE_DIR", str(tmp_path / "cache"))
     assert main([command, "--model", str(tiny_model_dir), "--threads", "1", "--compensation", "head:1", *args]) == 0
     cap = capsys.readouterr()

@@ -4,14 +4,21 @@ transformers or lm-eval, code outside ``tasks/`` reaches no task's glue),
 no import cycle between modules, imports of the package written absolute, and the light
 modules light when they are really imported."""
 import ast
+import glob
+import importlib
 import json
 import os
 import re
 import subprocess
 import sys
+import tomllib
 
+import numpy as np
 import pytest
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
 
+from drift_eval.metrics.langid import RULE_FILES
 from support.checks import code_strings
 from support.places import REPO
 
@@ -70,10 +77,6 @@ def test_the_import_contract_holds(package_tree):
 def test_no_import_cycle_between_modules(package_tree):
     """Strongly connected components of the module import graph (every import statement,
     function-level ones included) are single modules."""
-    import numpy as np
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import connected_components
-
     code = ("import grimp, json, sys\n"
             "g = grimp.build_graph('drift_eval', cache_dir=None)\n"
             "mods = sorted(g.modules)\n"
@@ -166,9 +169,6 @@ def test_the_architecture_table_names_the_contracts_layers_in_order():
     import contract's layers (pyproject.toml), highest first, each row the modules of one
     layer (``tasks/*/utils.py`` stands for every task folder's; what a row says in
     parentheses is about the modules, not more of them)."""
-    import glob
-    import tomllib
-
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as fh:
         contracts = tomllib.load(fh)["tool"]["importlinter"]["contracts"]
     [layers] = [c["layers"] for c in contracts if c["id"] == "layers"]
@@ -184,6 +184,52 @@ def test_the_architecture_table_names_the_contracts_layers_in_order():
         names = set(re.findall(r"`([^`]+)`", cell))
         rows.append(utils if names == {"tasks/*/utils.py"} else names)
     assert rows == want
+
+
+DEFERRED = re.compile(r"# deferred, (start-up|optional|import cycle)\b")
+
+
+def _function_imports(source: str):
+    """(line, text) of every import statement inside a function."""
+    found = []
+    for fn in ast.walk(ast.parse(source)):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found += [n.lineno for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return sorted(set(found))
+
+
+def _says_why(lines: list, lineno: int) -> bool:
+    """The import's line, or the comments, imports, ``try:`` and ``except`` lines right above
+    it, say why."""
+    i = lineno - 1
+    while i >= 0:
+        text = lines[i].strip()
+        if DEFERRED.search(lines[i]):
+            return True
+        if i != lineno - 1 and not text.startswith(("#", "import ", "from ", "try:", "except")):
+            return False
+        i -= 1
+    return False
+
+
+def test_imports_inside_functions_say_why_they_are_not_at_the_top():
+    """Imports sit at the top of a module; one inside a function says why, in a comment
+    (``# deferred, start-up: ...``, ``# deferred, optional: ...`` or ``# deferred, import
+    cycle: ...``). The segment rule's files are left as they are: their bytes are the rule's
+    fingerprint (metrics/langid.py ``RULE_FILES``), which its held-out sets were drawn for."""
+    files = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
+    frozen = {f"metrics/{name}" for name in RULE_FILES}
+    unexplained = []
+    for path in files:
+        if path in frozen:
+            continue
+        with open(os.path.join(ROOT, path), encoding="utf-8") as fh:
+            source = fh.read()
+        lines = source.splitlines()
+        unexplained += [f"{path}:{n}: {lines[n - 1].strip()}" for n in _function_imports(source)
+                        if not _says_why(lines, n)]
+    assert unexplained == [], "\n".join(unexplained[:40])
 
 
 def test_every_python_file_of_the_repository_parses():
@@ -202,8 +248,6 @@ def test_the_architecture_doc_follows_each_path_in_under_15_lines_naming_real_co
     """docs/architecture.md follows a drift request, an α request and a results folder from
     start to end, each in under 15 lines after its command, and every module, class or
     function it names by its dotted path (``plugin.run_check.for_run``) exists."""
-    import importlib
-
     with open(os.path.join(ROOT, "docs", "architecture.md"), encoding="utf-8") as fh:
         doc = fh.read()
     assert heading in doc

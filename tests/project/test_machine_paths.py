@@ -15,7 +15,10 @@ from support.checks import benchmark
 from support.handmade_results import write_output
 from support.places import REPO
 
+from drift_eval.decide.results import load_output
 from drift_eval.errors import DriftUsageError
+from drift_eval.files import CACHE_ENV
+from drift_eval.plugin.local_models import gguf_content_key, smollm2_gguf
 
 _NOT_AFTER = r"(?<![\w$.~-])"  # a path's own start, not a part of a relative path or a URL
 MACHINE = [
@@ -45,8 +48,6 @@ def _tracked():
 
 def _own_folders():
     """This machine's own home, cache and checkout folders, whatever they are called."""
-    from drift_eval.files import CACHE_ENV
-
     folders = {os.path.expanduser("~"), str(REPO), os.environ.get(CACHE_ENV) or ""}
     return [f.rstrip("/") + "/" for f in folders if f and f.rstrip("/").count("/") >= 1 and len(f) > 1]
 
@@ -126,7 +127,6 @@ def test_relabelling_changes_the_path_values_and_folder_names_only(tmp_path):
     _published(b, OTHER_CACHE, ("const:0.25",), OTHER_CACHE.replace("/", "__"))
     before = {p.relative_to(tmp_path).as_posix(): p.read_text() for p in tmp_path.rglob("*") if p.is_file()}
     table_before = tables.table([str(a)], "drift_french_single", ["fully_french", "echo_rate"])
-    from drift_eval.decide.results import load_output
 
     assert len(load_output(a, b).models) == 2  # two cache keys of one file: two models before
 
@@ -191,8 +191,6 @@ def test_a_path_without_a_portable_form_stops_before_anything_is_written(tmp_pat
 def test_published_results_use_the_bundled_files_content_key():
     """Every converted SmolLM2 folder named in docs/results is the bundled file's, by the
     key it has today (``tests/plugin/test_gguf_content_key.py`` pins that key)."""
-    from drift_eval.plugin.local_models import gguf_content_key, smollm2_gguf
-
     key = gguf_content_key(os.path.join(*smollm2_gguf()))
     named = set()
     for path in (REPO / "docs" / "results").rglob("*.json"):

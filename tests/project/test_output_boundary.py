@@ -9,6 +9,7 @@ folders (tests/decisions/test_hostile_folders.py) check the outputs themselves."
 import ast
 import os
 
+from drift_eval import cli
 from support.places import REPO
 
 ROOT = str(REPO)
@@ -137,8 +138,6 @@ def test_every_printer_and_writer_names_its_inert_boundary():
 def test_the_command_lines_standard_output_is_the_inert_one(monkeypatch, capsys):
     """What ``CLI_STDOUT`` rests on: whatever a command prints under ``drift_eval.cli.main``
     reaches the terminal through ``inert.terminal``."""
-    from drift_eval import cli
-
     class Probe:
         NAME, HELP = "probe", "prints hostile text"
 

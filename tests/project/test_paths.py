@@ -6,6 +6,7 @@ import os
 import pytest
 
 from drift_eval.cli import main
+from support.handmade_results import write_task_run
 
 
 @pytest.fixture
@@ -57,8 +58,6 @@ CASES = [
 
 @pytest.mark.parametrize("args, env, want", CASES)
 def test_the_wrong_kind_of_path_is_one_line_and_exit_2_before_any_work(places, capsys, monkeypatch, args, env, want):
-    from support.handmade_results import write_task_run
-
     results = write_task_run(places / "results", "m", [1, 0, 1])
     fill = lambda s: s.format(p=places, results=results)
     before = sorted(os.listdir(places))

@@ -11,6 +11,12 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from drift_eval.errors import DriftUsageError
+from drift_eval.files import folder_lock, read_json, write_json_atomic
+from drift_eval.plugin.task_base import check_generation_kwargs
+from drift_eval.tasks.drift_alpha import utils as alpha
+from drift_eval.tasks.drift_french import utils as french
+from drift_eval.tasks.position_bias import utils as position
 from support.checks import one_line_error, run_cli
 from support.handmade_results import write_output
 
@@ -254,8 +260,6 @@ def test_unwritable_outputs_are_one_line(capsys, out, policy, tmp_path):
 
 # ---------------------------------------------------------------------- concurrent writers
 def test_concurrent_atomic_writers_never_show_half_a_file(tmp_path):
-    from drift_eval.files import read_json, write_json_atomic
-
     path = str(tmp_path / "shared.json")
     write_json_atomic(path, {"writer": -1, "payload": "x" * 100_000})
     seen, stop = [], threading.Event()
@@ -285,9 +289,6 @@ def test_concurrent_atomic_writers_never_show_half_a_file(tmp_path):
 
 
 def test_a_second_sweep_on_a_folder_in_use_is_refused(tmp_path):
-    from drift_eval.errors import DriftUsageError
-    from drift_eval.files import folder_lock
-
     with folder_lock(str(tmp_path), "drift-eval sweep"):
         with pytest.raises(DriftUsageError, match="is in use by another drift-eval sweep"):
             with folder_lock(str(tmp_path), "drift-eval sweep"):
@@ -338,11 +339,6 @@ def test_text_files_that_are_not_utf8_fail_before_the_model_loads(capsys, tmp_pa
     (lambda u: u["alpha"].load_axis("detail", bootstrap_iters=-1), "bootstrap_iters must be a whole number >= 0"),
 ])
 def test_task_metadata_of_the_wrong_type_is_one_line(call, needle):
-    from drift_eval.errors import DriftUsageError
-    from drift_eval.tasks.drift_alpha import utils as alpha
-    from drift_eval.tasks.drift_french import utils as french
-    from drift_eval.tasks.position_bias import utils as position
-
     with pytest.raises(DriftUsageError) as exc:
         call({"french": french, "position": position, "alpha": alpha})
     assert needle in exc.value.message and "\n" not in exc.value.message
@@ -357,9 +353,6 @@ def test_task_metadata_of_the_wrong_type_is_one_line(call, needle):
     ({"until": [1]}, "until must be text or a list of texts"),
 ])
 def test_generation_kwargs_are_checked(gen, needle):
-    from drift_eval.errors import DriftUsageError
-    from drift_eval.plugin.task_base import check_generation_kwargs
-
     with pytest.raises(DriftUsageError, match=needle.replace("(", r"\(")):
         check_generation_kwargs(dict(gen))
     assert check_generation_kwargs({"max_gen_toks": "16", "until": []})["max_gen_toks"] == 16

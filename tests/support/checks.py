@@ -8,6 +8,7 @@ import importlib.util
 import os
 import sys
 
+from drift_eval.cli import main
 from support.places import BENCHMARKS
 
 
@@ -15,8 +16,6 @@ from support.places import BENCHMARKS
 def run_cli(capsys, *args):
     """``drift-eval ARGS`` through ``drift_eval.cli.main`` in this process: (exit code,
     standard output, standard error)."""
-    from drift_eval.cli import main
-
     rc = main([str(a) for a in args])
     cap = capsys.readouterr()
     return rc, cap.out, cap.err

@@ -24,6 +24,8 @@ import json
 import os
 import sys
 
+from drift_eval.metrics import conversation, drift
+from drift_eval.tasks.drift_french import utils
 from support.places import REPO
 
 ROOT = str(REPO)
@@ -73,8 +75,6 @@ def inputs() -> dict:
 
 
 def scores() -> dict:
-    from drift_eval.metrics import conversation, drift
-
     data = inputs()
     return {"single": {k: drift.score_response(t, instruction=INSTRUCTION, lang="fr") for k, t in data["single"].items()},
             "conversations": {k: conversation.score_conversation(r, lang="fr", instruction=INSTRUCTION)
@@ -92,8 +92,6 @@ def short_run() -> dict:
     """The samples of tests/data/drift_french_short_run.json, their per-sample metrics scored
     again from their logged answers by the tasks' own ``process_results`` (prompts, answers
     and hashes as they were logged; the backend's reports kept)."""
-    from drift_eval.tasks.drift_french import utils
-
     with open(SHORT_RUN, encoding="utf-8") as fh:
         run = json.load(fh)
     score = {"drift_french_single": utils.process_results, "drift_french_multiturn": utils.process_conversation}

@@ -20,6 +20,9 @@ regressions).
 import json
 import os
 
+from drift_eval.catalogue import STAMP
+from drift_eval.tasks import _task_documents
+
 INJECTED = "<script>document.title='PWNED';document.body.insertAdjacentHTML('beforeend','<b id=\"pwned\">x</b>')</script>"
 SETTINGS = {
     "none": {"compensation": "none", "strength": 1.0, "french_docs": 10, "ppl": 10.0, "alpha": 0.9},
@@ -96,9 +99,6 @@ def recorded_configs(names) -> dict:
     """The ``configs`` lm-eval writes for these tasks, as far as the loader reads them: each
     task's ``metric_list`` from its YAML (``report:`` hints included) and its metadata with
     the plugin's stamp (``drift_eval.plugin.task_base`` adds it at run time)."""
-    from drift_eval.catalogue import STAMP
-    from drift_eval.tasks import _task_documents
-
     docs = {doc["task"]: doc for _, _, doc in _task_documents() if isinstance(doc.get("task"), str)}
     return {t: {"task": t, "metric_list": docs[t]["metric_list"],
                 "metadata": {**(docs[t].get("metadata") or {}), STAMP: "0.1.0"}} for t in names if t in docs}

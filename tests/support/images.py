@@ -1,12 +1,13 @@
 """Reading the pixels of the PNG files a headless browser writes."""
 
+import struct
+import zlib
+
+
 
 def png_pixels(path):
     """The (r, g, b) pixels of an 8-bit, non-interlaced RGB or RGBA PNG (what Chromium's
     --screenshot writes), row by row."""
-    import struct
-    import zlib
-
     data = open(path, "rb").read()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat, header = 8, b"", None

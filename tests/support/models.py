@@ -5,6 +5,11 @@ import json
 import os
 import shutil
 
+import gguf
+import numpy as np
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
 
 FAMILIES = ("llama", "qwen2", "gemma3_text", "gpt_neox")
 
@@ -12,9 +17,6 @@ FAMILIES = ("llama", "qwen2", "gemma3_text", "gpt_neox")
 def tiny_model(family: str, seed: int = 0, attn: str = "sdpa", layers: int = 2):
     """A random-init model of ``family``: 4 query heads over 2 key/value heads where the
     family has them; gemma3 alternates a sliding-window (8) and a full-attention layer."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
     kw = dict(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
               num_attention_heads=4, max_position_embeddings=512)
     if family != "gpt_neox":
@@ -31,15 +33,8 @@ def rounding(dtype, n: int, scale: float) -> float:
     """What rounding in ``dtype`` (a torch or NumPy float type) allows between two
     computations of a value of magnitude ``scale`` reached through sums of ``n`` terms in
     all: ``eps · n · scale``, the standard bound for a length-``n`` dot product."""
-    import numpy as np
-
-    try:
-        import torch
-
-        if isinstance(dtype, torch.dtype):
-            return float(torch.finfo(dtype).eps * n * scale)
-    except ImportError:
-        pass
+    if isinstance(dtype, torch.dtype):
+        return float(torch.finfo(dtype).eps * n * scale)
     return float(np.finfo(dtype).eps * n * scale)
 
 
@@ -105,9 +100,6 @@ def tiny_chat_model(folder, source_dir, seed=0, layers=1, chat_template=True):
     """A random-init model with a real chat tokenizer (``source_dir``'s, e.g. the bundled
     SmolLM2), saved to ``folder``: a model that lm-eval and the sweep treat like any chat
     model but that generates in milliseconds. Returns ``folder`` as a string."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
     config = AutoConfig.from_pretrained(source_dir)
     config.update(dict(hidden_size=32, intermediate_size=64, num_hidden_layers=layers, num_attention_heads=4,
                        num_key_value_heads=2, head_dim=8,
@@ -126,8 +118,6 @@ def gguf_with_eos(source, target, eos_id: int) -> str:
     """A copy of the GGUF file ``source`` whose metadata names ``eos_id`` as its end-of-text
     token (the chat template still ends turns on its own token): a model that ends its turn
     on a token other than its EOS, written with the ``gguf`` package."""
-    import gguf
-
     shutil.copyfile(source, target)
     reader = gguf.GGUFReader(str(target), "r+")
     field = reader.get_field("tokenizer.ggml.eos_token_id")
@@ -141,8 +131,6 @@ def model_with_eos(model_dir, target, eos_token: str) -> str:
     """A copy of a model folder (weights linked) whose tokenizer, config and generation
     config name ``eos_token`` as the end of text, while its chat template still ends turns
     on its own token."""
-    from transformers import AutoTokenizer
-
     os.makedirs(target, exist_ok=True)
     tok = AutoTokenizer.from_pretrained(model_dir)
     eos_id = tok.convert_tokens_to_ids(eos_token)

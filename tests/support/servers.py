@@ -1,14 +1,15 @@
 """llama-cpp-python's OpenAI-compatible server on 127.0.0.1, for tests that need a real one."""
 import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 
 from support.commands import ENV
 
 
 def free_port():
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -29,9 +30,6 @@ class LlamaServer:
         return f"http://127.0.0.1:{self.port}/v1/chat/completions"
 
     def __enter__(self):
-        import time
-        import urllib.request
-
         log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf_path), "--model_alias", self.alias,

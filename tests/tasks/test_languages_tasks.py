@@ -9,13 +9,15 @@ import sys
 
 import pytest
 
-from support.commands import LM_EVAL, results_of, run_lm_eval, samples_of
+from support.commands import results_of, run_drift_eval, run_lm_eval, samples_of, LM_EVAL
 from support.servers import LlamaServer
 
 from drift_eval import catalogue, tasks
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics.languages import TARGETS
+from drift_eval.plugin.local_models import smollm2_gguf
 from drift_eval.taskdata import languages as data
+from drift_eval.tasks.drift_languages import utils
 
 FOLDER = os.path.join(tasks.task_folder(), "drift_languages")
 NAMES = [f"drift_{c}{s}" for c in TARGETS for s in ("", "_single", "_single_native", "_multiturn")]
@@ -67,8 +69,6 @@ def test_every_instruction_names_its_language_and_has_a_native_wording():
 
 
 def test_loaders_take_the_first_k_of_the_bank_and_refuse_bad_options_in_one_line():
-    from drift_eval.tasks.drift_languages import utils
-
     docs = utils.load_single_turn("hi", num_requests=5)["test"]
     assert len(docs) == 5 and docs[0]["id"] == data.read_requests()[0]["id"] and docs[0]["target_language"] == "hi"
     assert "Hindi" in docs[0]["system_prompt"]
@@ -83,8 +83,6 @@ def test_loaders_take_the_first_k_of_the_bank_and_refuse_bad_options_in_one_line
 
 
 def test_the_survival_aggregation_is_bound_to_the_task_language():
-    from drift_eval.tasks.drift_languages import utils
-
     timelines = [["ja", "ja", "en"], ["ja", "ja", "ja"]]
     assert list(utils.target_survival(timelines, target="ja")) == [1.0, 1.0, 0.5]
     assert list(utils.target_survival(timelines, target="fr")) == [0.0, 0.0, 0.0]
@@ -139,8 +137,6 @@ def test_drift_languages_runs_on_hf_and_hf_drift(model, hf_runs):
 
 @pytest.mark.slow
 def test_report_leaderboard_and_compare_read_every_language_and_the_pool(hf_runs, tmp_path):
-    from support.commands import run_drift_eval
-
     md = tmp_path / "report.md"
     r = run_drift_eval(["report", hf_runs["hf-drift"], "-o", md])
     assert r.returncode == 0, r.stderr[-2000:]
@@ -171,8 +167,6 @@ def test_report_leaderboard_and_compare_read_every_language_and_the_pool(hf_runs
 @pytest.mark.slow
 @pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")
 def test_drift_languages_runs_on_a_llama_cpp_server(tmp_path):
-    from drift_eval.plugin.local_models import smollm2_gguf
-
     folder, name = smollm2_gguf()
     with LlamaServer(os.path.join(folder, name), tmp_path / "server.log") as srv:
         out = tmp_path / "out"

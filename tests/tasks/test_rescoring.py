@@ -9,6 +9,7 @@ import os
 from collections import Counter
 
 import pytest
+from lm_eval.tasks import get_task_dict
 
 from support.places import REPO
 
@@ -53,8 +54,6 @@ def _same(new, old) -> bool:
 
 
 def test_committed_answers_score_as_published(task_manager):
-    from lm_eval.tasks import get_task_dict
-
     files = _samples_files()
     tasks = get_task_dict(sorted({_task_of(p) for p in files}), task_manager)
     scored, differ = Counter(), Counter()

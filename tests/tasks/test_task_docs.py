@@ -1,10 +1,21 @@
+import copy
+import inspect
 import json
+import pickle
+from unittest import mock
 
 import pytest
+from lm_eval.api.metrics import aggregate_subtask_metrics, mean
 
+import drift_eval.settings as module
 from drift_eval.conversation import ConversationSpec
 from drift_eval.errors import DriftUsageError
+from drift_eval.plugin.answers import Answer, meta_of
+from drift_eval.plugin.registration import upstream_reads
+from drift_eval.taskdata.french import CONFLICT_REQUEST
+from drift_eval.tasks import metric_catalogue
 from drift_eval.tasks.drift_french import utils
+from support.prose import FRENCH
 
 
 def test_single_turn_docs_carry_their_system_prompt():
@@ -35,12 +46,6 @@ def test_bad_task_options_are_clear_errors(kwargs):
 
 
 def test_registration_steps_aside_where_lm_eval_reads_the_group_itself():
-    import inspect
-    from unittest import mock
-
-    import drift_eval.settings as module
-    from drift_eval.plugin.registration import upstream_reads
-
     assert not upstream_reads("lm_eval.models", module)
     with mock.patch.object(inspect, "getsource", return_value='eps = entry_points(group="lm_eval.models")'):
         assert upstream_reads("lm_eval.models", module)
@@ -48,14 +53,6 @@ def test_registration_steps_aside_where_lm_eval_reads_the_group_itself():
 
 
 def test_answers_carry_their_metadata_through_copies_and_json():
-    import copy
-    import json
-    import pickle
-
-    import pytest
-
-    from drift_eval.plugin.answers import Answer, meta_of
-
     a = Answer("Bonjour tout le monde", tokens=5, natural_end=3, forced_length=True)
     assert a == "Bonjour tout le monde" and json.dumps(a) == '"Bonjour tout le monde"'
     for b in (copy.deepcopy(a), pickle.loads(pickle.dumps(a)), Answer.from_json(json.loads(json.dumps(a.to_json())))):
@@ -67,8 +64,6 @@ def test_answers_carry_their_metadata_through_copies_and_json():
 
 
 def test_conflict_docs_carry_the_users_request_at_their_turn():
-    from drift_eval.taskdata.french import CONFLICT_REQUEST
-
     docs = utils.load_conversations(conflict_turn=5, num_conversations=2)["test"]
     for d in docs:
         turns = ConversationSpec.from_json(d["spec"]).user_turns
@@ -82,8 +77,6 @@ def test_conflict_docs_carry_the_users_request_at_their_turn():
 
 
 def test_informational_metrics_have_no_direction():
-    from drift_eval.tasks import metric_catalogue
-
     cat = metric_catalogue()
     informational = {
         "drift_french_single": ["natural_end", "natural_end_share", "answer_tokens", "forced_length",
@@ -105,9 +98,6 @@ def test_the_group_headline_weighs_tasks_by_their_documents_and_counts_every_sam
     """lm-eval's own aggregation of drift_score, on per-sample values as the tasks write them:
     every sample has one (an unreadable or looping answer a 0), each task's mean is over all
     its samples, and the group weighs each task by its document count (docs/metrics.md)."""
-    from lm_eval.api.metrics import aggregate_subtask_metrics, mean
-    from support.prose import FRENCH
-
     single = [utils.process_results({"system_prompt": "s"}, [a]) for a in
               [FRENCH[0] + "\n\n" + FRENCH[1], "! ! ! ! ! !", "The cat sleeps on the sofa while the rain falls.",
                "Le chat dort. " * 60]]
