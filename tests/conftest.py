@@ -11,16 +11,19 @@ Tests that load a real model, start a subprocess or run lm-eval end to end are m
 loop."""
 
 import logging
+import os
+import shutil
 
 import pytest
 import torch
 from lm_eval.tasks import TaskManager
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from drift_eval.plugin.local_models import smollm2_dir as build
+from drift_eval.plugin.local_models import smollm2_dir as build, smollm2_gguf
 from support.commands import REAL_SWEEP_ARGS, run_drift_eval
 from support.handmade_results import write_output
 from support.models import NO_SYSTEM_TEMPLATE, model_with_template
+from support.servers import LlamaServer
 
 
 def pytest_configure(config):
@@ -122,3 +125,24 @@ def tiny_model_dir(tmp_path_factory, smollm2_dir):
     AutoModelForCausalLM.from_config(cfg).save_pretrained(d)
     tok.save_pretrained(d)
     return d
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    """llama-cpp-python's OpenAI-compatible server on 127.0.0.1, serving the bundled
+    SmolLM2-135M-Instruct GGUF: one for the session, started by the first test that asks."""
+    folder, name = smollm2_gguf()
+    with LlamaServer(os.path.join(folder, name), tmp_path_factory.mktemp("llama_server") / "server.log") as srv:
+        yield srv
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """Headless Chromium's path, for the report's browser tests: they fail without it
+    (setup.sh installs it), or skip with DRIFT_ALLOW_NO_BROWSER=1."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        if os.environ.get("DRIFT_ALLOW_NO_BROWSER") == "1":
+            pytest.skip("chromium not installed and DRIFT_ALLOW_NO_BROWSER=1")
+        pytest.fail("chromium is not installed (setup.sh installs it); set DRIFT_ALLOW_NO_BROWSER=1 to skip this check")
+    return browser

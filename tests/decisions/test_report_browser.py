@@ -16,19 +16,11 @@ from support.images import png_pixels
 from support.places import REPO
 
 
-def _chromium():
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def _browser_flags(tmp_path):
-    """Chromium and its headless flags; the test fails without it (skips with DRIFT_ALLOW_NO_BROWSER=1)."""
-    browser = _chromium()
-    if browser is None:
-        if os.environ.get("DRIFT_ALLOW_NO_BROWSER") == "1":
-            pytest.skip("chromium not installed and DRIFT_ALLOW_NO_BROWSER=1")
-        pytest.fail("chromium is not installed (setup.sh installs it); set DRIFT_ALLOW_NO_BROWSER=1 to skip this check")
-    return browser, ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                     "--user-data-dir=" + str(tmp_path / "prof")]
+@pytest.fixture
+def headless(chromium, tmp_path):
+    """Chromium and its headless flags, with a profile of the test's own."""
+    return chromium, ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                      "--user-data-dir=" + str(tmp_path / "prof")]
 
 
 #: the tail of a long model name (a GGUF file converted into a cache folder keeps its name and key)
@@ -62,7 +54,7 @@ def _layout(browser, flags, html, path):
 
 
 @pytest.mark.slow
-def test_html_report_renders_in_chromium_and_scripts_stay_inert(tmp_path, capsys):
+def test_html_report_renders_in_chromium_and_scripts_stay_inert(headless, tmp_path, capsys):
     """Two models with long names (a converted checkpoint's folder name, 70 characters and
     more) x two settings, a baseline and a policy."""
     good, worse = f"good-{LONG_NAME}", f"worse-{LONG_NAME}"
@@ -80,7 +72,7 @@ def test_html_report_renders_in_chromium_and_scripts_stay_inert(tmp_path, capsys
     assert "<script" not in html and "&lt;script&gt;" in html  # autoescaped
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # no external assets
 
-    browser, flags = _browser_flags(tmp_path)
+    browser, flags = headless
     dom = subprocess.run([browser, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120,
                          check=True).stdout
     assert "<title>Drift comparison report</title>" in dom and '<b id="pwned">' not in dom
@@ -134,7 +126,7 @@ def test_html_report_renders_in_chromium_and_scripts_stay_inert(tmp_path, capsys
 
 
 @pytest.mark.slow
-def test_the_languages_heat_map_shows_its_labels_in_chromium(tmp_path, capsys):
+def test_the_languages_heat_map_shows_its_labels_in_chromium(headless, tmp_path, capsys):
     """The Languages section's heat map, on committed real runs of two models in two
     languages, as Chromium renders it: its title, its row labels (language and code) and its
     column labels (model and setting) are the SVG's text, read from the rendered DOM."""
@@ -143,7 +135,7 @@ def test_the_languages_heat_map_shows_its_labels_in_chromium(tmp_path, capsys):
     page = tmp_path / "languages.html"
     rc, _, err = run_cli(capsys, "report", *folders, "-o", page)
     assert rc == 0, err
-    browser, flags = _browser_flags(tmp_path)
+    browser, flags = headless
     dom = subprocess.run([browser, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120,
                          check=True).stdout
     maps = [m for m in re.findall(r"<svg[^>]*>.*?</svg>", dom, re.S) if "by language and run" in m]

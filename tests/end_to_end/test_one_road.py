@@ -6,7 +6,6 @@ had before, each the same object; its class and lm-eval's are unchanged; and one
 wrapper is on the call stack, the same through the whole run: each conversation is wrapped
 once."""
 import json
-import os
 import sys
 import threading
 
@@ -15,11 +14,9 @@ import pytest
 from lm_eval.api.instance import Instance
 from lm_eval.models.huggingface import HFLM
 
-from drift_eval.plugin.local_models import smollm2_gguf
 from drift_eval.plugin.model import HFDriftLM
 from drift_eval.plugin.wrapper import DriftLM
 from support.models import tiny_chat_model
-from support.servers import LlamaServer
 
 pytestmark = pytest.mark.slow
 
@@ -100,15 +97,13 @@ def test_lm_evals_hf(smollm2_dir, tmp_path):
     _check(watch, conversation, model)
 
 
-def test_a_chat_server(tmp_path):
+def test_a_chat_server(llama_server):
     """lm-eval's ``local-chat-completions`` on llama-cpp-python's server. The model's own
     first call sets what lm-eval itself keeps on the object (made before the watch)."""
     from lm_eval.models.openai_completions import LocalChatCompletion  # deferred, start-up: loads aiohttp
 
-    folder, name = smollm2_gguf()
-    with LlamaServer(os.path.join(folder, name), tmp_path / "server.log") as server:
-        model = LocalChatCompletion(base_url=server.url, model=server.alias, num_concurrent=1, max_retries=1)
-        hello = model.apply_chat_template([{"role": "user", "content": "Hello"}])
-        model.generate_until([Instance("generate_until", {}, (hello, {"max_gen_toks": 2}), 0)])
-        watch, conversation = _run(model)
+    model = LocalChatCompletion(base_url=llama_server.url, model=llama_server.alias, num_concurrent=1, max_retries=1)
+    hello = model.apply_chat_template([{"role": "user", "content": "Hello"}])
+    model.generate_until([Instance("generate_until", {}, (hello, {"max_gen_toks": 2}), 0)])
+    watch, conversation = _run(model)
     _check(watch, conversation, model)

@@ -4,7 +4,6 @@ the bundled SmolLM2-135M-Instruct GGUF on 127.0.0.1, through lm-eval's
 ``openai-chat-completions`` (which cannot, and says so)."""
 import dataclasses
 import json
-import os
 import re
 import urllib.request
 
@@ -14,28 +13,23 @@ from lm_eval.tasks import TaskManager
 
 from drift_eval.decide.results import load_output
 from drift_eval.plugin.backends import FORCE_KWARG
-from drift_eval.plugin.local_models import smollm2_gguf
 from drift_eval.plugin.wrapper import DriftLM
 from support.commands import last_line, results_of, run_lm_eval, same_as_without_the_plugin, samples_of, LM_EVAL
-from support.servers import LlamaServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    folder, name = smollm2_gguf()
-    with LlamaServer(os.path.join(folder, name), tmp_path_factory.mktemp("llama_server") / "server.log") as srv:
-        yield srv
+def _model_args(server) -> str:
+    return f"model={server.alias},base_url={server.url},num_concurrent=1,max_retries=1"
 
 
-def test_local_chat_completions_runs_the_drift_french_group_with_forced_length(server, tmp_path):
+def test_local_chat_completions_runs_the_drift_french_group_with_forced_length(llama_server, tmp_path):
     out = tmp_path / "out"
     r = run_lm_eval(["--model", "local-chat-completions",
-                     "--model_args", f"model={server.alias},base_url={server.url},num_concurrent=1,max_retries=1",
+                     "--model_args", _model_args(llama_server),
                      "--tasks", "drift_french", "--apply_chat_template", "--limit", "2",
                      "--gen_kwargs", "max_gen_toks=16", "--output_path", out, "--log_samples"])
-    assert r.returncode == 0, r.stderr[-3000:] + server.tail()
+    assert r.returncode == 0, r.stderr[-3000:] + llama_server.tail()
     res = results_of(out)["results"]
     assert 0.0 <= res["drift_french"]["drift_score,none"] <= 1.0 and "drift_score_stderr,none" in res["drift_french"]
     single = res["drift_french_single"]
@@ -48,11 +42,11 @@ def test_local_chat_completions_runs_the_drift_french_group_with_forced_length(s
         assert messages[0]["role"] == "system" and [m["role"] for m in messages].count("assistant") == 8
 
 
-def test_openai_chat_completions_cannot_force_the_length_and_stops_before_the_first_document(server, tmp_path):
+def test_openai_chat_completions_cannot_force_the_length_and_stops_before_the_first_document(llama_server, tmp_path):
     """The OpenAI API has no minimum length: the run stops before any document with one
     line saying what to do; run unforced on purpose, it is labelled unforced."""
     args = ["--model", "openai-chat-completions",
-            "--model_args", f"model={server.alias},base_url={server.url},num_concurrent=1,max_retries=1",
+            "--model_args", _model_args(llama_server),
             "--tasks", "drift_french_single", "--apply_chat_template", "--limit", "1"]
     key = {"OPENAI_API_KEY": "unused-by-a-local-server"}
     r = run_lm_eval([*args, "--gen_kwargs", "max_gen_toks=16"], env_extra=key)
@@ -65,7 +59,7 @@ def test_openai_chat_completions_cannot_force_the_length_and_stops_before_the_fi
     out = tmp_path / "out"
     r = run_lm_eval([*args, "--gen_kwargs", "max_gen_toks=16,min_new_tokens=0", "--output_path", out, "--log_samples"],
                     env_extra=key)
-    assert r.returncode == 0, r.stderr[-3000:] + server.tail()
+    assert r.returncode == 0, r.stderr[-3000:] + llama_server.tail()
     res = results_of(out)
     assert res["results"]["drift_french_single"]["forced_length,none"] == 0.0
     assert res["configs"]["drift_french_single"]["metadata"]["answer_length"] == "unforced"
@@ -77,26 +71,28 @@ def test_openai_chat_completions_cannot_force_the_length_and_stops_before_the_fi
     assert run.provenance["length"] == "drift_french_single: unforced on purpose, at most 16 tokens"
 
 
-def test_a_non_drift_task_scores_the_same_with_and_without_the_plugin(server, tmp_path):
+def test_a_non_drift_task_scores_the_same_with_and_without_the_plugin(llama_server, tmp_path):
     """The plain task alone with the plugin off and on, and beside drift_french_single in
     one run, against the same server: the same prompts, answers and scores."""
     want = same_as_without_the_plugin(
-        tmp_path, "local-chat-completions", f"model={server.alias},base_url={server.url},num_concurrent=1,max_retries=1",
+        tmp_path, "local-chat-completions", _model_args(llama_server),
         "Always answer in French.")
     for sample in want:  # the chat messages lm-eval sent (its JsonChatStr, logged as [prompt]), system first
         [prompt] = sample["arguments"]["gen_args_0"]["arg_0"]
         assert json.loads(prompt)[0] == {"role": "system", "content": "Always answer in French."}, prompt
 
 
-def test_the_server_reuses_a_conversation_prefix_and_says_whether_it_reports_cached_tokens(server, record_property):
+def test_the_server_reuses_a_conversation_prefix_and_says_whether_it_reports_cached_tokens(llama_server,
+                                                                                         record_property):
     """A conversation's second turn against its first: llama-cpp-python keeps the last
     prompt of its one slot and evaluates only what follows the shared prefix. Its usage
     block (0.3.16) carries no count of cached prompt tokens (OpenAI's
     ``prompt_tokens_details.cached_tokens``, which vLLM and SGLang return): the count is in
     its log instead. Both are recorded (docs/backends.md, "Conversations on servers")."""
     def ask(messages):
-        body = json.dumps({"model": server.alias, "messages": messages, "max_tokens": 8, "temperature": 0}).encode()
-        req = urllib.request.Request(server.url, data=body, headers={"Content-Type": "application/json"})
+        body = json.dumps({"model": llama_server.alias, "messages": messages, "max_tokens": 8,
+                           "temperature": 0}).encode()
+        req = urllib.request.Request(llama_server.url, data=body, headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=120) as r:
             return json.load(r)
 
@@ -105,10 +101,10 @@ def test_the_server_reuses_a_conversation_prefix_and_says_whether_it_reports_cac
     one = ask(first)
     second = first + [{"role": "assistant", "content": one["choices"][0]["message"]["content"]},
                       {"role": "user", "content": "And what about Lyon?"}]
-    before = len(server.tail(10 ** 9))
+    before = len(llama_server.tail(10 ** 9))
     two = ask(second)
     reported = (two["usage"].get("prompt_tokens_details") or {}).get("cached_tokens")
-    hits = [int(n) for n in re.findall(r"(\d+) prefix-match hit", server.tail(10 ** 9)[before:])]
+    hits = [int(n) for n in re.findall(r"(\d+) prefix-match hit", llama_server.tail(10 ** 9)[before:])]
     record_property("cached_tokens_reported", reported)
     record_property("prefix_match_hits", hits)
     assert reported is None  # 0.3.16 reports none; a newer server that does should update docs/backends.md
@@ -117,8 +113,8 @@ def test_the_server_reuses_a_conversation_prefix_and_says_whether_it_reports_cac
 
 
 @pytest.mark.parametrize("concurrent", [1, 2])
-def test_the_servers_counts_reach_the_answers_with_the_model_unchanged_also_through_lm_evals_cache(server, tmp_path,
-                                                                                                   concurrent):
+def test_the_servers_counts_reach_the_answers_with_the_model_unchanged_also_through_lm_evals_cache(llama_server,
+                                                                                                 tmp_path, concurrent):
     """A drift call on a chat-completions server gives each answer the server's own token
     count (``backends.ServerCounts``: a stand-in for the call), on lm-eval's synchronous
     and concurrent paths and through its ``CachingLM`` (``--use_cache``); the model object
@@ -126,7 +122,8 @@ def test_the_servers_counts_reach_the_answers_with_the_model_unchanged_also_thro
     no tokenizer could not be called forced."""
     from lm_eval.models.openai_completions import LocalChatCompletion  # deferred, start-up: loads aiohttp
 
-    model = LocalChatCompletion(base_url=server.url, model=server.alias, num_concurrent=concurrent, max_retries=1)
+    model = LocalChatCompletion(base_url=llama_server.url, model=llama_server.alias, num_concurrent=concurrent,
+                                max_retries=1)
     task = TaskManager().load(["drift_french_single"])["tasks"]["drift_french_single"]
     task.build_all_requests(limit=2, rank=0, world_size=1, apply_chat_template=True,
                             chat_template=model.apply_chat_template)

@@ -10,12 +10,10 @@ import sys
 import pytest
 
 from support.commands import results_of, run_drift_eval, run_lm_eval, samples_of, LM_EVAL
-from support.servers import LlamaServer
 
 from drift_eval import catalogue, tasks
 from drift_eval.errors import DriftUsageError
 from drift_eval.metrics.languages import TARGETS
-from drift_eval.plugin.local_models import smollm2_gguf
 from drift_eval.taskdata import languages as data
 from drift_eval.tasks.drift_languages import utils
 
@@ -166,14 +164,13 @@ def test_report_leaderboard_and_compare_read_every_language_and_the_pool(hf_runs
 
 @pytest.mark.slow
 @pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")
-def test_drift_languages_runs_on_a_llama_cpp_server(tmp_path):
-    folder, name = smollm2_gguf()
-    with LlamaServer(os.path.join(folder, name), tmp_path / "server.log") as srv:
-        out = tmp_path / "out"
-        r = run_lm_eval(["--model", "local-chat-completions",
-                         "--model_args", f"model={srv.alias},base_url={srv.url},num_concurrent=1,max_retries=1",
-                         "--tasks", "drift_languages", "--apply_chat_template", "--limit", "2",
-                         "--gen_kwargs", "max_gen_toks=4", "--output_path", out, "--log_samples"])
-        assert r.returncode == 0, r.stderr[-3000:] + srv.tail()
+def test_drift_languages_runs_on_a_llama_cpp_server(llama_server, tmp_path):
+    out = tmp_path / "out"
+    r = run_lm_eval(["--model", "local-chat-completions",
+                     "--model_args",
+                     f"model={llama_server.alias},base_url={llama_server.url},num_concurrent=1,max_retries=1",
+                     "--tasks", "drift_languages", "--apply_chat_template", "--limit", "2",
+                     "--gen_kwargs", "max_gen_toks=4", "--output_path", out, "--log_samples"])
+    assert r.returncode == 0, r.stderr[-3000:] + llama_server.tail()
     _check_languages_run(out)
     assert samples_of(out, "drift_zh_single")[0]["answer_tokens"] == 4.0   # forced on the server too
