@@ -1,5 +1,6 @@
-"""Session fixtures: the bundled model, lm-eval's task manager over the drift tasks, and one
-real sweep. What tests share besides fixtures lives in ``support/``, a module for each thing
+"""Session fixtures: the bundled model, lm-eval's task manager over the drift tasks, one real
+sweep, and what a test asks for rather than builds: tiny random-init models
+(``tiny_model``), llama-cpp-python's server (``llama_server``) and Chromium (``chromium``). What tests share besides fixtures lives in ``support/``, a module for each thing
 it provides (``support.models``, ``support.commands``, ``support.servers``,
 ``support.images``, ``support.places``, ``support.checks``, ``support.prose``,
 ``support.handmade_results``, ``support.french_reference``). The test files are grouped in
@@ -22,7 +23,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from drift_eval.plugin.local_models import smollm2_dir as build, smollm2_gguf
 from support.commands import REAL_SWEEP_ARGS, run_drift_eval
 from support.handmade_results import write_output
-from support.models import NO_SYSTEM_TEMPLATE, model_with_template
+from support.models import NO_SYSTEM_TEMPLATE, model_with_template, tiny_model as build_tiny_model
 from support.servers import LlamaServer
 
 
@@ -146,3 +147,10 @@ def chromium():
             pytest.skip("chromium not installed and DRIFT_ALLOW_NO_BROWSER=1")
         pytest.fail("chromium is not installed (setup.sh installs it); set DRIFT_ALLOW_NO_BROWSER=1 to skip this check")
     return browser
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    """Small random-init decoders, by family, layers, attention and seed
+    (``support.models.tiny_model``): each call builds a fresh one, which the test may change."""
+    return build_tiny_model

@@ -13,7 +13,6 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from support.models import tiny_model
 
 from drift_eval.cli import main
 from drift_eval.errors import DriftUsageError
@@ -22,7 +21,7 @@ from drift_eval.metrics import accessibility as acc
 from drift_eval.plugin.wrapper import DriftLM
 
 
-def wide_tiny_model(seed: int = 0):
+def wide_tiny_model(tiny_model, seed: int = 0):
     """conftest's 2-layer llama (hidden 32, vocab 128) with every weight matrix re-drawn from
     N(0, 0.3^2) instead of N(0, 0.02^2) (``widen_init``), which makes cramming possible."""
     return widen_init(tiny_model("llama", seed=seed, layers=2), std=0.3, seed=seed)
@@ -81,8 +80,8 @@ def test_summarise_recovers_a_linear_n50():
 
 
 @pytest.fixture(scope="module")
-def wide():
-    return wide_tiny_model()
+def wide(tiny_model):
+    return wide_tiny_model(tiny_model)
 
 
 def test_crammed_vectors_make_greedy_decoding_produce_the_target(wide):
@@ -144,10 +143,10 @@ def test_settings_reject_bad_values_with_one_line():
 
 # ----------------------------------------------------------------------------- end to end
 @pytest.mark.slow
-def test_cli_on_a_model_folder(smollm2_dir, tmp_path, capsys):
+def test_cli_on_a_model_folder(tiny_model, smollm2_dir, tmp_path, capsys):
     """``drift-eval accessibility`` (its entry point, in this process) on a saved model folder."""
     model_dir = tmp_path / "wide"
-    wide_tiny_model().save_pretrained(model_dir)
+    wide_tiny_model(tiny_model).save_pretrained(model_dir)
     AutoTokenizer.from_pretrained(smollm2_dir).save_pretrained(model_dir)
     rc = main(["accessibility", "--model", str(model_dir), "--targets", "random", "--ms", "1,2",
                "--lengths", "1,2,4", "--strings", "4", "--max-steps", "40", "--radius-length", "16", "--json"])

@@ -11,7 +11,7 @@ from drift_eval.measure.capture import capture
 from drift_eval.metrics import alpha as am
 
 from drift_eval.tasks.drift_alpha import utils
-from support.models import CONTS, SCENE, TOK, tiny_model
+from support.models import CONTS, SCENE, TOK
 
 
 def _terms_of_one_forward(model, ids, T):
@@ -40,7 +40,7 @@ def _terms_of_one_forward(model, ids, T):
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen2", "gpt_neox"])
-def test_direct_relay_residual_and_mlp_add_up_to_the_offset(family):
+def test_direct_relay_residual_and_mlp_add_up_to_the_offset(tiny_model, family):
     """Per layer and continuation position: direct + relay + the output projection's bias
     is the attention output; the rest term is the MLP's output (families whose block adds
     both into the residual stream); and for the offset between two prompts,
@@ -75,7 +75,7 @@ def test_direct_relay_residual_and_mlp_add_up_to_the_offset(family):
     assert d_terms[0, 0, 0].abs().max() == 0
 
 
-def test_a_block_of_another_structure_stops_the_decomposition_with_one_line():
+def test_a_block_of_another_structure_stops_the_decomposition_with_one_line(tiny_model):
     """An attention module whose output is not its output projection's (here: scaled after
     it, as a family with a gate or a norm there would be): the first batch's check names
     the family and the gap instead of streaming wrong parts."""
@@ -100,7 +100,7 @@ def test_the_identity_tolerance_follows_the_coarser_of_the_dtypes():
     assert alpha.identity_tolerance(torch.bfloat16, 100, 2.0) == pytest.approx(torch.finfo(torch.bfloat16).eps * 200)
 
 
-def test_streamed_cross_signals_add_up_to_the_measured_signal():
+def test_streamed_cross_signals_add_up_to_the_measured_signal(tiny_model):
     model = tiny_model("llama", attn="eager", layers=3)
     cont_ids, T = continuations.continuation_ids(TOK, CONTS, 71)
     windows = am.octave_windows(T)
@@ -153,7 +153,7 @@ def test_power_law_curve_reproduces_an_exact_power_law():
     assert np.isnan(am.power_law_curve(centres, [1.0, -1.0, -1.0, 1.0])).all()
 
 
-def test_the_decomposition_needs_eager_attention():
+def test_the_decomposition_needs_eager_attention(tiny_model):
     model = tiny_model("llama", attn="sdpa")
     cont_ids, T = continuations.continuation_ids(TOK, CONTS, 71)
     with pytest.raises(DriftUsageError, match="needs eager attention.*attention=eager") as e:
@@ -166,7 +166,7 @@ def test_the_decomposition_needs_eager_attention():
     assert model.config._attn_implementation == "sdpa"
 
 
-def test_output_projection_is_found_or_named():
+def test_output_projection_is_found_or_named(tiny_model):
     class Attention(torch.nn.Module):
         pass
 

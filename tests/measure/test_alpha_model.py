@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from drift_eval.anatomy import decoder_blocks
 
-from support.models import CONTS, SCENE, TOK, forward_sums, rounding, tiny_model
+from support.models import CONTS, SCENE, TOK, forward_sums, rounding
 from support.places import BENCHMARKS
 
 from drift_eval.compensation import bias as comp
@@ -64,7 +64,7 @@ def _reference(model, base, variant, cont_ids, windows, state=None):
 
 @pytest.mark.parametrize("family", ["llama", "gpt_neox"])
 @pytest.mark.parametrize("batch_size", [1, 4])
-def test_streamed_offsets_match_the_slow_reference(family, batch_size):
+def test_streamed_offsets_match_the_slow_reference(tiny_model, family, batch_size):
     model = tiny_model(family)
     cont_ids, T = continuations.continuation_ids(TOK, CONTS, 71)
     windows = am.octave_windows(T)
@@ -78,7 +78,7 @@ def test_streamed_offsets_match_the_slow_reference(family, batch_size):
         assert got[axis]["continuations"] == len(CONTS)
 
 
-def test_offsets_follow_the_active_compensation():
+def test_offsets_follow_the_active_compensation(tiny_model):
     model = tiny_model("llama")
     state = comp.install(model, CompensationConfig("log", 1.0, "prompt"))
     cont_ids, T = continuations.continuation_ids(TOK, CONTS, 71)
@@ -103,7 +103,7 @@ def _nll_tolerance(model, logits, T, nll):
     return T * per_term + rounding(torch.float32, T, nll)
 
 
-def test_continuation_nll_matches_a_plain_forward():
+def test_continuation_nll_matches_a_plain_forward(tiny_model):
     model = tiny_model("qwen2")
     cont_ids, T = continuations.continuation_ids(TOK, CONTS[:3], 40)
     prompts = [SCENE["base"], SCENE["translation"]]
@@ -123,7 +123,7 @@ def test_continuation_nll_matches_a_plain_forward():
     assert abs(biased[0][0] - got[0][0]) > tol[0, 0]
 
 
-def test_perplexity_requests_score_each_continuation_once_per_setting(monkeypatch):
+def test_perplexity_requests_score_each_continuation_once_per_setting(tiny_model, monkeypatch):
     """serve_nll keeps the uncompensated scores on the model: the ``none`` setting scores each
     request once, a later compensated setting only its own scores, and its ``nll_none`` is
     the ``none`` run's, number for number; a model whose first setting is compensated scores
@@ -161,7 +161,7 @@ def test_perplexity_requests_score_each_continuation_once_per_setting(monkeypatc
     assert [f["nll_none"] for f in first] == [n["nll"] for n in none]
 
 
-def test_measure_pools_scenes_and_fits_every_layer():
+def test_measure_pools_scenes_and_fits_every_layer(tiny_model):
     model = tiny_model("llama", layers=2)
     scenes = [SCENE, {"base": "Two cats slept on a warm roof.", "detail": "Two dogs slept on a warm roof."}]
     res = alpha.measure(model, TOK, scenes, CONTS, 71, alpha.Settings(batch_size=6, bootstrap_iters=50))
@@ -171,7 +171,7 @@ def test_measure_pools_scenes_and_fits_every_layer():
     json.dumps(res)  # JSON-ready
 
 
-def test_bad_inputs_are_refused_with_one_line():
+def test_bad_inputs_are_refused_with_one_line(tiny_model):
     with pytest.raises(DriftUsageError, match="only .* tokens"):
         continuations.continuation_ids(TOK, ["short", "texts"], 71)
     with pytest.raises(DriftUsageError, match="needs 3"):

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from support.models import FAMILIES, forward_sums, rounding, tiny_model
+from support.models import FAMILIES, forward_sums, rounding
 
 from drift_eval.compensation import bias as comp
 from drift_eval.settings import CompensationConfig
@@ -59,7 +59,7 @@ def test_const_level_equals_mean_of_log_bias_over_generation():
     assert b[P].item() == 0.0
 
 
-def test_head_mode_scales_each_head():
+def test_head_mode_scales_each_head(tiny_model):
     model = tiny_model("llama")
     state = comp.install(model, CompensationConfig("head", 2.0))
     state.head_gammas = torch.tensor([[0.0, 0.5, 1.0, 1.5], [1.0, 1.0, 1.0, 1.0]])
@@ -89,7 +89,7 @@ def _batch():
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_strength_zero_equals_stock_attention(family):
+def test_strength_zero_equals_stock_attention(tiny_model, family):
     ids, mask = _batch()
     model = tiny_model(family)
     with torch.no_grad():
@@ -105,7 +105,7 @@ def test_strength_zero_equals_stock_attention(family):
 
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("mode", ["log", "const", "head"])
-def test_cached_generation_equals_full_recompute(family, mode):
+def test_cached_generation_equals_full_recompute(tiny_model, family, mode):
     ids, mask = _batch()
     model = tiny_model(family, layers=2)
     state = comp.install(model, CompensationConfig(mode, 1.0))
@@ -131,7 +131,7 @@ def test_cached_generation_equals_full_recompute(family, mode):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_eager_and_sdpa_agree_under_bias(family):
+def test_eager_and_sdpa_agree_under_bias(tiny_model, family):
     ids, mask = _batch()
     results = []
     for attn in ("sdpa", "eager"):
@@ -145,7 +145,7 @@ def test_eager_and_sdpa_agree_under_bias(family):
     assert (results[0] - results[1])[real].abs().max().item() <= tol  # float32 rounding of the forward
 
 
-def test_first_layer_weights_are_reweighted_by_exp_bias():
+def test_first_layer_weights_are_reweighted_by_exp_bias(tiny_model):
     """Independent check on real attention weights: in layer 0 queries and keys do not
     depend on the bias, so biased / stock weights must be exp(bias) up to a row constant,
     within float32 rounding: each entry reads four weights (biased and stock, at the key and

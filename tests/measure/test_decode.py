@@ -13,7 +13,7 @@ from drift_eval.measure.decode import Settings, Store
 from drift_eval.metrics import decode as dm
 from drift_eval.metrics import stats
 from drift_eval.tasks.drift_decode import utils
-from support.models import forward_sums, rounding, tiny_model
+from support.models import forward_sums, rounding
 
 N, D = 32, 64
 Y = np.r_[np.zeros(N, int), np.ones(N, int)]
@@ -151,7 +151,7 @@ def test_task_docs_and_their_options():
             utils.load_axis(**{"axis": "detail", **kwargs})
 
 
-def test_generation_keeps_the_hidden_states_at_the_centres():
+def test_generation_keeps_the_hidden_states_at_the_centres(tiny_model):
     """The hidden state kept at t is the block output at generated token t: the same as a
     plain forward over prompt + the first t generated tokens, within float32 rounding of
     that forward at the hidden states' magnitude."""

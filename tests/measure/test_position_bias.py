@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from support.models import rounding, tiny_model
+from support.models import rounding
 
 from drift_eval.files import prose_text
 from drift_eval.measure.position_bias import measure
@@ -46,7 +46,7 @@ def test_residual_aware_rollout_is_closer_to_gradients_than_attention_only(measu
         assert ro.compare(residual, g, skip)["wasserstein"] < ro.compare(attn_only, g, skip)["wasserstein"]
 
 
-def test_works_on_other_families():
+def test_works_on_other_families(tiny_model):
     for family in ("qwen2", "gpt_neox"):
         out = measure(tiny_model(family), torch.randint(3, 128, (2, 12)))
         assert out["kernels"].shape == (2, 12, 12) and out["lambdas"].shape == (2,)
