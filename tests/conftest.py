@@ -1,7 +1,7 @@
 """Session fixtures: the bundled model, lm-eval's task manager over the drift tasks, one real
 sweep, and what a test asks for rather than builds: tiny random-init models
-(``tiny_model``), llama-cpp-python's server (``llama_server``) and Chromium (``chromium``). What tests share besides fixtures lives in ``support/``, a module for each thing
-it provides (``support.models``, ``support.commands``, ``support.servers``,
+(``tiny_model``), llama-cpp-python's server (``llama_server``) and Chromium (``chromium``).
+What tests share besides fixtures lives in ``support/``, a module for each thing it provides (``support.models``, ``support.commands``, ``support.servers``,
 ``support.images``, ``support.places``, ``support.checks``, ``support.prose``,
 ``support.handmade_results``, ``support.french_reference``). The test files are grouped in
 folders by layer: ``maths``, ``measure``, ``tasks``, ``plugin``, ``decisions`` (and
