@@ -28,7 +28,6 @@ imports its heavy modules when it runs.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 
@@ -91,6 +90,8 @@ def _main(argv) -> int:
         return USAGE_EXIT
     except KeyboardInterrupt:
         pass
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    import gc
 
     gc.collect()  # progress bars held by the interrupted frames close now, before the last line
     print(f"drift-eval: interrupted{': ' + interrupted() if interrupted else ''}", file=sys.stderr)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import sys
 
-from drift_eval import inert
 from drift_eval.cli.shared import load_model, model_options, positive, read_text, threads_option, whole
 from drift_eval.errors import DriftUsageError
 
@@ -32,7 +31,11 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from drift_eval.measure.cramming import Settings, run as cram  # deferred, start-up: loads numpy, torch, tqdm
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval import inert
+
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.measure.cramming import Settings, run as cram
 
     settings = Settings.from_options(ms=args.ms, lengths=args.lengths, strings=args.strings,
                                      max_steps=args.max_steps, patience=args.patience, seed=args.seed,

@@ -6,10 +6,7 @@ import sys
 
 from drift_eval.cli.shared import (bundled_scenes, compensation_option, install_compensation, load_model,
                                    model_options, read_text, scene_options, threads_option, whole)
-from drift_eval import inert
 from drift_eval.errors import DriftUsageError
-from drift_eval.measure.continuations import read_continuations
-from drift_eval.settings import CompensationConfig
 from drift_eval.taskdata.alpha import AXES
 from drift_eval.taskdata.alpha import read_continuations as bundled_continuations
 
@@ -40,7 +37,12 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from drift_eval.metrics.alpha import length_for  # deferred, start-up: loads numpy
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval import inert
+
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.metrics.alpha import length_for
+    from drift_eval.settings import CompensationConfig
 
     cfg = CompensationConfig.from_label(args.compensation)  # α always biases the whole prompt
     if (args.prompt_a is None) != (args.prompt_b is None):
@@ -51,7 +53,9 @@ def run(args) -> int:
     else:
         bundled, axes = bundled_scenes(args)
         scenes = [{"base": s["base"], **{a: s[a] for a in AXES if a in axes}} for s in bundled]
-    from drift_eval.measure import alpha  # deferred, start-up: loads numpy, torch, tqdm
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.measure import alpha
+    from drift_eval.measure.continuations import read_continuations
 
     continuations = read_continuations(args.continuations, args.n_continuations, bundled=bundled_continuations)
     model, tok = load_model(args, random_init=args.random_init)
@@ -59,7 +63,8 @@ def run(args) -> int:
     length = args.length or length_for(args.octaves)
     print(f"teacher-forcing {len(scenes)} prompt pair(s) x {len(continuations)} continuations x {length} tokens "
           f"({cfg.label()}{', random init' if args.random_init else ''})...", file=sys.stderr, flush=True)
-    from tqdm import tqdm  # deferred, start-up: loads tqdm
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from tqdm import tqdm
 
     rows = sum(len(continuations) * len(s) for s in scenes)  # base + variants, per continuation
     with tqdm(total=rows, desc="rows", unit="row", file=sys.stderr) as bar:

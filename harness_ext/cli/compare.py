@@ -7,9 +7,6 @@ from __future__ import annotations
 import math
 import os
 
-from drift_eval import inert
-from drift_eval.decide.gate import resolve_baseline
-from drift_eval.decide.results import load_output
 from drift_eval.errors import DriftUsageError
 
 NAME = "compare"
@@ -24,8 +21,14 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from drift_eval.decide.compare import adjust_comparisons, compare_models  # deferred, start-up: loads numpy
-    from drift_eval.metrics.paired import ADJUSTMENT  # deferred, start-up: loads numpy
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval import inert
+
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.decide.compare import adjust_comparisons, compare_models
+    from drift_eval.decide.gate import resolve_baseline
+    from drift_eval.decide.results import load_output
+    from drift_eval.metrics.paired import ADJUSTMENT
 
     if args.within:
         output = load_output(args.within)

@@ -7,9 +7,6 @@ import sys
 
 from drift_eval.cli.shared import (bundled_scenes, compensation_option, install_compensation, load_model,
                                    model_dir, model_options, positive, scene_options, threads_option, whole)
-from drift_eval import inert
-from drift_eval.files import check_output_file
-from drift_eval.settings import CompensationConfig
 
 NAME = "decode"
 HELP = "what free generations still carry of the prompt (probe, text, language)"
@@ -33,13 +30,21 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from drift_eval.measure import decode  # deferred, start-up: loads numpy, torch, tqdm
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval import inert
+
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.measure import decode
+    from drift_eval.settings import CompensationConfig
 
     settings = decode.Settings.from_options(samples=args.samples, generation_length=args.length, temperature=args.temperature,
                                             seed=args.seed, folds=args.folds, text_window=args.text_window)
     cfg = CompensationConfig.from_label(args.compensation)  # the span is the whole prompt
     scenes, axes = bundled_scenes(args)
     if args.output:
+        # deferred, start-up: drift-eval imports every command's module to read the arguments
+        from drift_eval.files import check_output_file
+
         check_output_file(args.output, "--output")
     model, tok = load_model(args, random_init=args.random_init)
     state = install_compensation(model, tok, cfg)
@@ -47,7 +52,8 @@ def run(args) -> int:
     print(f"sampling {len(scenes)} scene(s) x {1 + len(axes)} prompts x {settings.samples} trajectories x "
           f"{settings.generation_length} tokens (temperature {settings.temperature:g}, seed {settings.seed}, {cfg.label()}"
           f"{', random init' if args.random_init else ''})...", file=sys.stderr, flush=True)
-    from tqdm import tqdm  # deferred, start-up: loads tqdm
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from tqdm import tqdm
 
     def log(scene_id, summary):
         line = ", ".join(f"{a} {r['hidden_accuracy']:.2f}/{r['text_accuracy']:.2f}" for a, r in summary.items())

@@ -11,10 +11,6 @@ import sys
 from drift_eval import inert
 from drift_eval.cli.shared import whole
 from drift_eval.errors import DriftUsageError
-from drift_eval.files import check_output_folder, write_text_atomic
-from drift_eval.metrics import langid
-from drift_eval.plugin import local_models
-from drift_eval.settings import parse_settings
 
 NAME = "demo"
 HELP = "run drift_french_single on the bundled SmolLM2-135M-Instruct"
@@ -31,6 +27,12 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.files import check_output_folder, write_text_atomic
+    from drift_eval.metrics import langid
+    from drift_eval.plugin.local_models import smollm2_dir
+    from drift_eval.settings import parse_settings
+
     configs = parse_settings(args.settings)  # every entry is checked before the first run
     if len(configs) < 2:
         raise DriftUsageError("--settings needs two settings or more: the demo compares them")
@@ -47,7 +49,7 @@ def run(args) -> int:
     report = os.path.join(output, "report.html")
     write_text_atomic(report, "")  # the folder is writable: found out before the first run
     os.remove(report)
-    model_dir = local_models.smollm2_dir()
+    model_dir = smollm2_dir()
     status = 0
     for cfg in configs:
         model_args = f"pretrained={model_dir},compensation={cfg.mode},strength={cfg.strength:g},span={cfg.span}"
@@ -63,7 +65,8 @@ def run(args) -> int:
     if status:
         print(f"drift-eval: a run failed; its output is in {inert.terminal(output, one_line=True)}", file=sys.stderr)
         return status
-    from drift_eval.reports.render import write_report  # deferred, start-up: loads numpy
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.reports.render import write_report
 
     print("\nreport comparing the settings (verdict, survival curves, audit strips):")
     print(write_report(output, report), flush=True)

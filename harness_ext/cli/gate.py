@@ -2,9 +2,6 @@
 input, 3 undetermined: a rule is underpowered and none fails)."""
 from __future__ import annotations
 
-from drift_eval.decide.gate import run_gate
-from drift_eval.files import check_output_file
-
 NAME = "gate"
 HELP = "check release rules on a results folder: exit 0 pass, 1 fail, 2 unusable input, 3 undetermined"
 
@@ -20,7 +17,13 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.decide.gate import run_gate
+
     if args.junit_xml:
+        # deferred, start-up: drift-eval imports every command's module to read the arguments
+        from drift_eval.files import check_output_file
+
         check_output_file(args.junit_xml, "--junit-xml")
     return run_gate(args.results, args.policy, junit_xml=args.junit_xml, baseline=args.baseline,
                     summary=args.summary)

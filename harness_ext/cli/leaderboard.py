@@ -1,9 +1,6 @@
 """``drift-eval leaderboard``: one ranked row per (model, setting) from lm-eval results."""
 from __future__ import annotations
 
-from drift_eval.files import check_output_file
-from drift_eval.reports.leaderboard import write_leaderboard
-
 NAME = "leaderboard"
 HELP = "one row per (model, setting), ranked, ties marked"
 
@@ -15,7 +12,13 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.reports.leaderboard import write_leaderboard
+
     if args.output:
+        # deferred, start-up: drift-eval imports every command's module to read the arguments
+        from drift_eval.files import check_output_file
+
         check_output_file(args.output, "-o")
     text = write_leaderboard(args.results, args.output, args.format)
     print(args.output if args.output else text)

@@ -2,8 +2,6 @@
 its GGUF file on first use)."""
 from __future__ import annotations
 
-from drift_eval.plugin import local_models
-
 NAME = "model-path"
 HELP = "print the bundled demo model's safetensors folder"
 
@@ -13,5 +11,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    print(local_models.smollm2_dir())
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.plugin.local_models import smollm2_dir
+
+    print(smollm2_dir())
     return 0

@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from drift_eval import inert
 from drift_eval.cli.shared import load_model, model_options, read_text, threads_option, whole
-from drift_eval.files import prose_text
 
 NAME = "position-bias"
 HELP = "rollout-predicted vs gradient influence profiles"
@@ -21,7 +19,11 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    # deferred, start-up: loads numpy, torch, tqdm
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval import inert
+
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.files import prose_text
     from drift_eval.measure.position_bias import fixed_length_sequences, profiles
 
     text = read_text(args.text, "text file") if args.text else prose_text()

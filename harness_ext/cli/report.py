@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 
 from drift_eval.errors import DriftUsageError
-from drift_eval.files import check_output_file
 
 NAME = "report"
 HELP = "render the comparison of a results folder (HTML, Markdown, JSON, CSV)"
@@ -21,7 +20,11 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from drift_eval.reports.render import write_report  # deferred, start-up: loads numpy
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.reports.render import write_report
+
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.files import check_output_file
 
     for folder in args.results:  # the input first: the default output goes inside the first folder
         if not os.path.isdir(folder):

@@ -11,11 +11,6 @@ import math
 import os
 
 from drift_eval.errors import DriftUsageError
-from drift_eval.files import read_text as read
-from drift_eval.plugin import local_models
-from drift_eval.settings import int_option, parse_number
-from drift_eval.taskdata.alpha import AXES, read_scenes
-from drift_eval.taskdata.french import calibration_prompt
 
 
 class Parser(argparse.ArgumentParser):
@@ -28,6 +23,9 @@ class Parser(argparse.ArgumentParser):
 def whole(minimum: int, maximum: int | None = None):
     """An argparse type: a whole number in ``[minimum, maximum]``."""
     def parse(text):
+        # deferred, start-up: drift-eval imports every command's module to read the arguments
+        from drift_eval.settings import int_option
+
         try:
             return int_option("", text, minimum, maximum)
         except DriftUsageError as exc:
@@ -39,6 +37,9 @@ def whole(minimum: int, maximum: int | None = None):
 
 def positive(text):
     """An argparse type: a finite number > 0, in ASCII digits (``settings.parse_number``)."""
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.settings import parse_number
+
     v = parse_number(text)
     v = math.nan if v is None else float(v)
     if not (math.isfinite(v) and v > 0):
@@ -71,6 +72,9 @@ def scene_options(p) -> None:
 
 def bundled_scenes(args) -> tuple[list, list]:
     """(the first ``--scenes`` bundled scenes, the ``--axes`` names), checked."""
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.taskdata.alpha import AXES, read_scenes
+
     all_scenes = read_scenes()
     if not 1 <= args.scenes <= len(all_scenes):
         raise DriftUsageError(f"--scenes must be between 1 and {len(all_scenes)}")
@@ -82,17 +86,23 @@ def bundled_scenes(args) -> tuple[list, list]:
 
 def read_text(path: str, what: str) -> str:
     """The text of a UTF-8 file given on the command line, stripped."""
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.files import read_text as read
+
     return read(path, what).strip()
 
 
 def model_dir(args) -> str:
     """``--model`` (with ``--gguf-file``), or the bundled SmolLM2-135M-Instruct."""
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.plugin.local_models import cached_from_gguf, smollm2_dir
+
     if args.model is None:
-        return local_models.smollm2_dir()
+        return smollm2_dir()
     if args.gguf_file:
         if not os.path.isdir(args.model):
             raise DriftUsageError(f"--model {args.model} is not a folder: give the folder that holds --gguf-file")
-        return local_models.cached_from_gguf(args.model, args.gguf_file)
+        return cached_from_gguf(args.model, args.gguf_file)
     if os.path.lexists(args.model) and not os.path.isdir(args.model):
         raise DriftUsageError(f"--model {args.model} is a file: give a model folder (with --gguf-file for a GGUF "
                               f"file in it)")
@@ -107,9 +117,12 @@ def model_dir(args) -> str:
 def load_model(args, random_init: bool = False):
     """(model, tokenizer) in float32 for the measuring commands; ``random_init`` builds the
     untrained twin (same config, freshly initialised weights, seed 0)."""
-    import torch  # deferred, start-up: loads numpy, torch, tqdm
-    # deferred, start-up: loads huggingface_hub, jinja2, numpy, tqdm, transformers, yaml
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.plugin.local_models import untrained_twin
 
     if getattr(args, "threads", 0):
         torch.set_num_threads(args.threads)
@@ -117,7 +130,7 @@ def load_model(args, random_init: bool = False):
     try:
         tok = AutoTokenizer.from_pretrained(folder)
         if random_init:
-            model = local_models.untrained_twin(folder)
+            model = untrained_twin(folder)
         else:
             model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     except (OSError, ValueError) as exc:  # a hub name not cached offline, a folder transformers cannot read
@@ -129,11 +142,14 @@ def load_model(args, random_init: bool = False):
 def install_compensation(model, tok, cfg, base: str | None = None):
     """The bias of ``cfg`` installed on ``model``; ``head`` gets its per-head strengths
     (calibrated once per model, then cached)."""
-    from drift_eval.compensation import bias  # deferred, start-up: loads numpy, torch, tqdm
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.compensation import bias
 
     state = bias.install(model, cfg, base=base)
     if cfg.mode == "head":
-        from drift_eval.measure.calibration import head_gammas  # deferred, start-up: loads numpy, torch, tqdm
+        # deferred, start-up: drift-eval imports every command's module to read the arguments
+        from drift_eval.measure.calibration import head_gammas
+        from drift_eval.taskdata.french import calibration_prompt
 
         state.head_gammas = head_gammas(model, tok, calibration_prompt())
     return state

@@ -3,7 +3,6 @@ once (``drift_eval.plugin.sweep``)."""
 from __future__ import annotations
 
 from drift_eval.cli.shared import positive, whole
-from drift_eval.plugin import sweep
 
 NAME = "sweep"
 HELP = "run lm-eval tasks under several compensation settings (model loaded once)"
@@ -27,7 +26,10 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    sweep.run_sweep(args.output, args.settings, args.tasks, sweep.SweepOptions(
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.plugin.sweep import SweepOptions, run_sweep
+
+    run_sweep(args.output, args.settings, args.tasks, SweepOptions(
         model_args=args.model_args, limit=args.limit, gen_kwargs=args.gen_kwargs, batch_size=args.batch_size,
         device=args.device, span=args.span, apply_chat_template=not args.no_chat_template, metadata=args.metadata,
         use_cache=not args.no_cache))
@@ -36,4 +38,7 @@ def run(args) -> int:
 
 def interrupted() -> str:
     """What the interrupted-line adds: how to resume (a rerun skips the finished work)."""
-    return sweep.RESUME
+    # deferred, start-up: drift-eval imports every command's module to read the arguments
+    from drift_eval.plugin.sweep import RESUME
+
+    return RESUME

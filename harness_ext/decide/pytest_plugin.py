@@ -25,16 +25,11 @@ unusable input makes it 2. Importing this module costs nothing: the
 loader is imported on use.
 """
 from __future__ import annotations
+
 import functools
 import os
 
 import pytest
-
-from drift_eval import inert
-from drift_eval.decide.gate import check, check_regression, resolve_baseline
-from drift_eval.decide.policy import policy_from, rule_from
-from drift_eval.decide.results import load_output
-from drift_eval.errors import DriftUsageError
 
 _UNUSABLE = pytest.StashKey[int]()
 
@@ -63,6 +58,9 @@ def pytest_report_header(config):
 def _line(message: str) -> str:
     """A message for pytest's report: one line, its control and format characters shown
     escaped (``inert.terminal``): names from a results file cannot print lines of their own."""
+    # deferred, start-up: pytest imports this plugin in every session
+    from drift_eval import inert
+
     return inert.terminal(message, one_line=True)
 
 
@@ -71,6 +69,9 @@ def _usage_errors_are_errors(fn):
     test must not raise) becomes ``UnusableResults`` with the loader's one-line message."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        # deferred, start-up: pytest imports this plugin in every session
+        from drift_eval.errors import DriftUsageError
+
         __tracebackhide__ = True
 
         try:
@@ -150,6 +151,10 @@ class DriftResults:
                model: str | None = None):
         """Assert ``min <= metric <= max`` on its value or an interval bound (``on``:
         value, lower, upper), with the same wording as ``drift-eval gate``."""
+        # deferred, start-up: pytest imports this plugin in every session
+        from drift_eval.decide.gate import check
+        from drift_eval.decide.policy import rule_from
+
         __tracebackhide__ = True
         rule = rule_from(_given(task=task, metric=metric, setting=setting, on=on, min=min, max=max, model=model))
         outcome = check(self.output, rule)
@@ -165,13 +170,18 @@ class DriftResults:
         (``difference``, ``mde``, ``regression``...). With ``max_regression``, asserts as a
         gate rule does: worse beyond it fails the test; a sample too small to resolve it is
         an error (``underpowered="warn"``: judged anyway, with a note)."""
+        # deferred, start-up: pytest imports this plugin in every session
+        from drift_eval.decide.gate import check_regression, resolve_baseline
+        from drift_eval.decide.policy import policy_from
+
         __tracebackhide__ = True
         policy = None if max_regression is None else policy_from(
             {"rules": [_given(task=task, metric=metric, setting=setting, on=on, max_regression=max_regression)],
              "underpowered": underpowered})  # checked before a baseline folder is read
         base, base_model, candidate = resolve_baseline(self.output, os.fspath(baseline), model)
         if policy is None:
-            from drift_eval.decide.compare import compare_metric  # deferred, start-up: loads numpy
+            # deferred, start-up: pytest imports this plugin in every session
+            from drift_eval.decide.compare import compare_metric
 
             return compare_metric(self.output, base, task, metric, setting, candidate, base_model)
         outcome = check_regression(self.output, base, policy.rules[0], underpowered=policy.underpowered,
@@ -185,6 +195,10 @@ class DriftResults:
 
 @pytest.fixture(scope="session")
 def drift_results(request) -> DriftResults:
+    # deferred, start-up: pytest imports this plugin in every session
+    from drift_eval.errors import DriftUsageError
+    from drift_eval.decide.results import load_output
+
     path = request.config.getoption("--drift-results")
     if not path:
         raise UnusableResults("the drift_results fixture needs --drift-results OUT_DIR (a drift-eval sweep output "

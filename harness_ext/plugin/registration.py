@@ -31,10 +31,6 @@ import os
 import sys
 from importlib.metadata import entry_points
 
-from drift_eval import inert
-from drift_eval.logs import log
-from drift_eval.plugin.progress import RUN
-
 
 def upstream_reads(group: str, *modules) -> bool:
     """Whether lm-eval's own code (``modules``) reads the entry-point ``group``."""
@@ -53,6 +49,9 @@ _warned: set = set()
 
 def _warn(message: str) -> None:
     """One line on stderr, once per process (every ``TaskManager`` asks again)."""
+    # deferred, start-up: lm-eval imports this module at every start
+    from drift_eval import inert
+
     if message not in _warned:
         _warned.add(message)
         sys.stderr.write(f"lm-eval-drift: {inert.terminal(message)}\n")
@@ -135,7 +134,8 @@ def register_models(models_module=None) -> None:
     whose module cannot be found is skipped with a warning; a name that several packages
     claim, or that lm-eval already knows, is reported, and this package's own entry wins
     only for its own names."""
-    import lm_eval.api.registry as registry  # deferred, start-up: loads lm_eval
+    # deferred, start-up: lm-eval imports this module at every start
+    import lm_eval.api.registry as registry
 
     if upstream_reads("lm_eval.models", registry, models_module):
         return
@@ -182,8 +182,9 @@ def wrap_evaluate(evaluator_module) -> None:
 
     @functools.wraps(original)
     def evaluate(*args, **kwargs):
-        # imported here: this module runs at start-up, the wrapper only for a run
-        # deferred, start-up: loads jinja2, lm_eval, numpy, requests, yaml
+        # deferred, start-up: this module runs at lm-eval's start, the wrapper only for a run
+        from drift_eval.logs import log
+        from drift_eval.plugin.progress import RUN
         from drift_eval.plugin.run_check import for_run, tasks_of
 
         given = signature.bind_partial(*args, **kwargs).arguments
