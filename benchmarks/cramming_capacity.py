@@ -23,10 +23,10 @@ import torch
 from drift_eval.measure import cramming as cr
 from drift_eval.metrics.accessibility import capacity_bound
 from drift_eval.plugin.local_models import smollm2_dir
-from support.models import tiny_model
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+from support.models import tiny_model  # noqa: E402
 
 
 def _log(res):
