@@ -12,7 +12,13 @@ compare two such runs sample by sample.
 * ``hf`` and ``hf-drift`` (``log:0.25``) on a copy whose chat template has no system role
   (Gemma-style: it raises on a system turn);
 * ``local-chat-completions`` against llama-cpp-python's server on 127.0.0.1 serving the
-  bundled GGUF file (skipped with a note when the server package is not installed).
+  bundled GGUF file (skipped with a note when the server package is not installed);
+
+and every other kind of task once, on ``hf-drift`` (``compensation=none``), with the small
+options the end-to-end tests use (``OTHER_KINDS``): α and perplexity (``drift_alpha_detail``,
+``drift_ppl``), decodability (``drift_decode_detail``), ``position_bias``, ``accessibility``
+and one target language of the family, single-turn and eight-turn (``drift_ja``).
+``--only french`` or ``--only others`` runs one of the two parts.
 
 ``compare`` pairs the samples files of two ``run`` folders by backend and task and checks
 that every sample has the same prompt, answers, hashes and per-sample metrics (a value
@@ -42,10 +48,31 @@ SETTINGS = (("none", "compensation=none"), ("log_0.25", "compensation=log,streng
             ("const_0.25", "compensation=const,strength=0.25"))
 
 
-def _lm_eval(out: str, name: str, model: str, model_args: str, limit: int, max_gen_toks: int, extra=()) -> None:
-    cmd = [sys.executable, "-m", "lm_eval", "--model", model, "--model_args", model_args, "--tasks", "drift_french",
-           "--apply_chat_template", "--limit", str(limit), "--gen_kwargs", f"max_gen_toks={max_gen_toks}",
-           "--log_samples", "--output_path", os.path.join(out, name), *extra]
+#: (folder, tasks, options): the other kinds of task, each sized as its end-to-end test sizes it
+OTHER_KINDS = (
+    ("alpha", "drift_alpha_detail,drift_ppl",
+     ["--metadata", json.dumps({"num_scenes": 2, "n_continuations": 2, "continuation_length": 71,
+                                "bootstrap_iters": 20})]),
+    ("decode", "drift_decode_detail",
+     ["--metadata", json.dumps({"num_scenes": 2, "samples": 5, "generation_length": 32})]),
+    ("position_bias", "position_bias", ["--metadata", json.dumps({"length": 24, "sequences": 2})]),
+    ("accessibility", "accessibility",
+     ["--metadata", json.dumps({"ms": [1, 2], "lengths": [1, 2], "strings": 1, "max_steps": 2, "patience": 2,
+                                "radius_sequences": 1, "radius_length": 8})]),
+)
+
+
+def _generation(limit: int, max_gen_toks: int) -> list:
+    return ["--apply_chat_template", "--limit", str(limit), "--gen_kwargs", f"max_gen_toks={max_gen_toks}"]
+
+
+def _lm_eval(out: str, name: str, model: str, model_args: str, limit: int, max_gen_toks: int, extra=(),
+             tasks: str = "drift_french", options=None) -> None:
+    """One ``lm_eval`` run into ``out/name``: ``tasks`` with ``options`` (by default the
+    generation options: chat template, ``--limit`` and ``max_gen_toks``)."""
+    options = _generation(limit, max_gen_toks) if options is None else options
+    cmd = [sys.executable, "-m", "lm_eval", "--model", model, "--model_args", model_args, "--tasks", tasks,
+           *options, "--log_samples", "--output_path", os.path.join(out, name), *extra]
     t0 = time.perf_counter()
     with open(os.path.join(out, f"{name}.log"), "w", encoding="utf-8") as log:
         rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -54,10 +81,17 @@ def _lm_eval(out: str, name: str, model: str, model_args: str, limit: int, max_g
         raise SystemExit(f"{name} failed: see {os.path.join(out, name + '.log')}")
 
 
-def run(out: str, limit: int, max_gen_toks: int) -> None:
+def run(out: str, limit: int, max_gen_toks: int, only: str | None = None) -> None:
     os.makedirs(out, exist_ok=True)
     model = smollm2_dir()
     hf = ("--device", "cpu", "--batch_size", "2")
+    if only != "french":
+        drift = f"pretrained={model},compensation=none"
+        for name, tasks, options in OTHER_KINDS:
+            _lm_eval(out, f"hf-drift_{name}", "hf-drift", drift, limit, max_gen_toks, hf, tasks, options)
+        _lm_eval(out, "hf-drift_drift_ja", "hf-drift", drift, limit, max_gen_toks, hf, "drift_ja")
+    if only == "others":
+        return
     for name, setting in SETTINGS:
         _lm_eval(out, f"hf-drift_{name}", "hf-drift", f"pretrained={model},{setting}", limit, max_gen_toks, hf)
     _lm_eval(out, "hf", "hf", f"pretrained={model}", limit, max_gen_toks, hf)
@@ -119,10 +153,12 @@ def compare(before: str, after: str) -> int:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="drift_french on every backend that runs here")
+    r = sub.add_parser("run", help="drift_french on every backend that runs here, and every other kind of task")
     r.add_argument("out", help="new folder for the runs")
     r.add_argument("--limit", type=int, default=2)
     r.add_argument("--max-gen-toks", type=int, default=24)
+    r.add_argument("--only", choices=("french", "others"),
+                   help="drift_french on every backend, or the other kinds of task on hf-drift (default: both)")
     c = sub.add_parser("compare", help="two run folders, sample by sample")
     c.add_argument("before")
     c.add_argument("after")
@@ -132,7 +168,7 @@ def main(argv=None) -> int:
             p.error(f"{args.out} exists and is not an empty folder: give a new folder")
         if args.limit < 1 or args.max_gen_toks < 1:
             p.error("--limit and --max-gen-toks must be whole numbers >= 1")
-        run(os.path.abspath(args.out), args.limit, args.max_gen_toks)
+        run(os.path.abspath(args.out), args.limit, args.max_gen_toks, args.only)
         return 0
     for folder in (args.before, args.after):
         if not os.path.isdir(folder) or not _samples(folder):
