@@ -27,14 +27,14 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-from _timing import rotated_rounds  # noqa: E402
-
-from drift_eval.files import write_json_atomic  # noqa: E402
 from drift_eval.conversation import ConversationSpec, dump_messages
 from drift_eval.errors import DriftUsageError
+from drift_eval.files import write_json_atomic
 from drift_eval.plugin import scoring
 from drift_eval.plugin.answers import Answer
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _timing import rotated_rounds  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "docs", "results", "languages")
 LANGS = ["ar", "de", "es", "fr", "hi", "id", "it", "ja", "ko", "pt", "ru", "tr", "vi", "zh"]

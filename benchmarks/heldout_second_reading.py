@@ -21,13 +21,14 @@ import random
 import sys
 from collections import Counter
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import heldout_sets as H  # noqa: E402
 from drift_eval.conversation import assistant_replies
 from drift_eval.files import read_json, read_jsonl, write_text_atomic
 from drift_eval.metrics import drift, langid
 from drift_eval.metrics.languages import TARGETS
 from drift_eval.metrics.text import ngrams, repeated_shares, words
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import heldout_sets as H  # noqa: E402
 
 SEED = 4343
 PATH = os.path.join(H.TUNING_SETS, "second_reading.json")

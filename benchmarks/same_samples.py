@@ -36,12 +36,12 @@ import subprocess
 import sys
 import time
 
+from drift_eval.plugin.local_models import smollm2_dir, smollm2_gguf
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
-
 from support.models import NO_SYSTEM_TEMPLATE, model_with_template  # noqa: E402
 from support.servers import LlamaServer  # noqa: E402
-from drift_eval.plugin.local_models import smollm2_dir, smollm2_gguf
 
 KEYS = ("doc_id", "arguments", "resps", "filtered_resps", "doc_hash", "prompt_hash", "target")
 SETTINGS = (("none", "compensation=none"), ("log_0.25", "compensation=log,strength=0.25"),

@@ -8,10 +8,10 @@ import pytest
 from support.places import BENCHMARKS
 
 from drift_eval.files import read_jsonl
+from drift_eval.metrics.languages import TARGETS
 
 sys.path.insert(0, str(BENCHMARKS))
 import answer_set  # noqa: E402
-from drift_eval.metrics.languages import TARGETS
 
 
 @pytest.fixture(scope="module")
