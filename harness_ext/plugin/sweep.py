@@ -47,8 +47,7 @@ from drift_eval import inert
 from drift_eval.errors import DriftUsageError
 from drift_eval.files import check_output_folder, folder_lock
 from drift_eval.logs import log as plugin_log
-from drift_eval.plugin import answer_cache, cached_serving, sweep_folder
-from drift_eval.plugin import local_models
+from drift_eval.plugin import answer_cache, cached_serving, local_models, sweep_folder
 from drift_eval.resultfiles.manifest import read_manifest
 from drift_eval.resultfiles.names import converted_gguf
 from drift_eval.settings import int_option, parse_settings

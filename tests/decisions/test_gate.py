@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from drift_eval.cli import main
-from drift_eval.decide.policy import load_policy, rule_from, Policy, Rule
+from drift_eval.decide.policy import Policy, Rule, load_policy, rule_from
 from drift_eval.decide.pytest_plugin import DriftResults, UnusableResults
 from drift_eval.decide.results import load_output
 from support.checks import write_policy

@@ -16,10 +16,10 @@ from drift_eval.catalogue import series
 from drift_eval.decide.results import load_output
 from drift_eval.metrics import power, stats
 from drift_eval.reports.render import build_context, render
-from drift_eval.reports.svg import heat_map, line_plot, LEGEND_CHAR_PX
+from drift_eval.reports.svg import LEGEND_CHAR_PX, heat_map, line_plot
 from drift_eval.tasks import metric_catalogue, task_info
 from support.checks import code_strings, run_cli
-from support.handmade_results import write_output, write_task_run, INJECTED
+from support.handmade_results import INJECTED, write_output, write_task_run
 from support.places import REPO
 
 

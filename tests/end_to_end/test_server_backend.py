@@ -14,7 +14,7 @@ from lm_eval.tasks import TaskManager
 from drift_eval.decide.results import load_output
 from drift_eval.plugin.backends import FORCE_KWARG
 from drift_eval.plugin.wrapper import DriftLM
-from support.commands import last_line, results_of, run_lm_eval, same_as_without_the_plugin, samples_of, LM_EVAL
+from support.commands import LM_EVAL, last_line, results_of, run_lm_eval, same_as_without_the_plugin, samples_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")]
 

@@ -3,7 +3,7 @@ import json
 import os
 
 import pytest
-from hypothesis import given, settings, HealthCheck
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from support.places import REPO

@@ -16,7 +16,7 @@ from transformers import AutoTokenizer
 
 from drift_eval.cli import main
 from drift_eval.errors import DriftUsageError
-from drift_eval.measure.cramming import accessibility, cram, hidden_radius, random_targets, widen_init, Settings
+from drift_eval.measure.cramming import Settings, accessibility, cram, hidden_radius, random_targets, widen_init
 from drift_eval.metrics import accessibility as acc
 from drift_eval.plugin.wrapper import DriftLM
 

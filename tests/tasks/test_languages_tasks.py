@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from support.commands import results_of, run_drift_eval, run_lm_eval, samples_of, LM_EVAL
+from support.commands import LM_EVAL, results_of, run_drift_eval, run_lm_eval, samples_of
 
 from drift_eval import catalogue, tasks
 from drift_eval.errors import DriftUsageError
