@@ -35,9 +35,8 @@ a candidate against a release), pure maths on per-sample values (numpy and scipy
 """
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -283,7 +282,7 @@ def adjust_family(differences, alpha: float = ALPHA) -> list:
     out = []
     for d, q in zip(diffs, adjusted):
         zero = d.verdict == "no difference"
-        out.append(dataclasses.replace(d, p_adjusted=float(q), family=len(diffs),
+        out.append(replace(d, p_adjusted=float(q), family=len(diffs),
                                        verdict=verdict(float(q), zero, alpha)))
     return out
 

@@ -23,9 +23,8 @@
 """
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from drift_eval.catalogue import conditional_partner, hinted, is_curve
 from drift_eval.decide.policy import ON
@@ -198,7 +197,7 @@ def adjust_comparisons(comparisons) -> list:
     p and the verdict read from it (``paired.adjust_family``); raw p, interval and MDE kept."""
     comparisons = list(comparisons)
     adjusted = paired.adjust_family([c.difference for c in comparisons])
-    return [dataclasses.replace(c, difference=d) for c, d in zip(comparisons, adjusted)]
+    return [replace(c, difference=d) for c, d in zip(comparisons, adjusted)]
 
 
 def compared_metrics(candidate_run, baseline_run, headline_only: bool = False) -> list:

@@ -21,8 +21,6 @@ states, read through ``capture(attention_values=...)``). The algebra is in
 """
 from __future__ import annotations
 
-import dataclasses
-
 import inspect
 from dataclasses import dataclass, field
 
@@ -228,7 +226,7 @@ class SceneSums:
         return {"names": list(_Parts.NAMES), "signal": grid}
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclass(frozen=True)
 class Settings:
     """How an α measurement runs: the compensation ``state`` (None: none), the rows of one
     forward pass (``batch_size``), the octave windows (``width``, ``first_centre``, at most
