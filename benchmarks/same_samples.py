@@ -40,6 +40,7 @@ from drift_eval.plugin.local_models import smollm2_dir, smollm2_gguf
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+from support.commands import TINY_OPTIONS  # noqa: E402
 from support.models import NO_SYSTEM_TEMPLATE, model_with_template  # noqa: E402
 from support.servers import LlamaServer  # noqa: E402
 
@@ -48,18 +49,10 @@ SETTINGS = (("none", "compensation=none"), ("log_0.25", "compensation=log,streng
             ("const_0.25", "compensation=const,strength=0.25"))
 
 
-#: (folder, tasks, options): the other kinds of task, each sized as its end-to-end test sizes it
-OTHER_KINDS = (
-    ("alpha", "drift_alpha_detail,drift_ppl",
-     ["--metadata", json.dumps({"num_scenes": 2, "n_continuations": 2, "continuation_length": 71,
-                                "bootstrap_iters": 20})]),
-    ("decode", "drift_decode_detail",
-     ["--metadata", json.dumps({"num_scenes": 2, "samples": 5, "generation_length": 32})]),
-    ("position_bias", "position_bias", ["--metadata", json.dumps({"length": 24, "sequences": 2})]),
-    ("accessibility", "accessibility",
-     ["--metadata", json.dumps({"ms": [1, 2], "lengths": [1, 2], "strings": 1, "max_steps": 2, "patience": 2,
-                                "radius_sequences": 1, "radius_length": 8})]),
-)
+#: (folder, tasks, options): the other kinds of task, each with the options its end-to-end test runs
+OTHER_KINDS = tuple((name, tasks, ["--metadata", json.dumps(TINY_OPTIONS[family])]) for name, tasks, family in (
+    ("alpha", "drift_alpha_detail,drift_ppl", "drift_alpha"), ("decode", "drift_decode_detail", "drift_decode"),
+    ("position_bias", "position_bias", "position_bias"), ("accessibility", "accessibility", "accessibility")))
 
 
 def _generation(limit: int, max_gen_toks: int) -> list:

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from drift_eval.cli import main
-from support.commands import LM_EVAL, results_of, run_lm_eval, samples_of
+from support.commands import LM_EVAL, TINY_OPTIONS, results_of, run_lm_eval, samples_of
 
 pytestmark = pytest.mark.slow
 
@@ -15,9 +15,9 @@ pytestmark = pytest.mark.slow
 @pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")
 def test_alpha_and_perplexity_tasks_through_lm_eval(smollm2_dir, tmp_path):
     out = tmp_path / "out"
-    meta = {"num_scenes": 2, "n_continuations": 2, "continuation_length": 71, "bootstrap_iters": 20}
     r = run_lm_eval(["--model", "hf-drift", "--model_args", f"pretrained={smollm2_dir},compensation=log,strength=1",
-              "--tasks", "drift_alpha_detail,drift_ppl", "--metadata", json.dumps(meta), "--batch_size", "4",
+              "--tasks", "drift_alpha_detail,drift_ppl", "--metadata", json.dumps(TINY_OPTIONS["drift_alpha"]),
+              "--batch_size", "4",
               "--device", "cpu", "--output_path", str(out), "--log_samples"])
     assert r.returncode == 0, r.stderr[-3000:]
     res = results_of(out)["results"]

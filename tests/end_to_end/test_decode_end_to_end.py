@@ -4,17 +4,15 @@ import json
 
 import pytest
 
-from support.commands import last_line, results_of, run_drift_eval, run_lm_eval, samples_of
+from support.commands import TINY_OPTIONS, last_line, results_of, run_drift_eval, run_lm_eval, samples_of
 
 pytestmark = pytest.mark.slow
-
-TINY_DECODE = {"num_scenes": 2, "samples": 5, "generation_length": 32}
 
 
 def test_drift_decode_through_lm_eval(tiny_model_dir, tmp_path):
     out = tmp_path / "out"
     r = run_lm_eval(["--model", "hf-drift", "--model_args", f"pretrained={tiny_model_dir}", "--tasks", "drift_decode",
-                     "--metadata", json.dumps(TINY_DECODE), "--batch_size", "5", "--device", "cpu",
+                     "--metadata", json.dumps(TINY_OPTIONS["drift_decode"]), "--batch_size", "5", "--device", "cpu",
                      "--output_path", str(out), "--log_samples"])
     assert r.returncode == 0, r.stderr[-3000:]
     res = results_of(out)["results"]
@@ -38,7 +36,7 @@ def test_drift_decode_through_lm_eval(tiny_model_dir, tmp_path):
 
 def test_drift_decode_on_another_model_names_hf_drift(tiny_model_dir):
     r = run_lm_eval(["--model", "hf", "--model_args", f"pretrained={tiny_model_dir}", "--tasks", "drift_decode_detail",
-                     "--metadata", json.dumps(TINY_DECODE), "--device", "cpu"])
+                     "--metadata", json.dumps(TINY_OPTIONS["drift_decode"]), "--device", "cpu"])
     assert r.returncode != 0
     line = last_line(r.stderr)
     assert line.startswith("error: drift_decode_detail") and "--model hf-drift" in line, r.stderr[-2000:]

@@ -10,7 +10,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from drift_eval.plugin.registration import task_folders
-from support.commands import LM_EVAL, last_line, results_of, run_lm_eval, samples_of
+from support.commands import LM_EVAL, TINY_OPTIONS, last_line, results_of, run_lm_eval, samples_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(LM_EVAL is None, reason="the lm_eval console script is not installed")]
 
@@ -127,7 +127,7 @@ def test_entry_points_are_declared():
 
 def test_position_bias_task_through_lm_eval(smollm2_dir, tmp_path):
     r = run_lm_eval(["--model", "hf-drift", "--model_args", f"pretrained={smollm2_dir}", "--tasks", "position_bias",
-              "--metadata", '{"length": 24, "sequences": 2}', "--device", "cpu",
+              "--metadata", json.dumps(TINY_OPTIONS["position_bias"]), "--device", "cpu",
               "--output_path", str(tmp_path), "--log_samples"])
     assert r.returncode == 0, r.stderr[-3000:]
     res = results_of(tmp_path)["results"]["position_bias"]

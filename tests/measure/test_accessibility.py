@@ -1,24 +1,19 @@
 """Output accessibility: the bound and fit maths, cramming on a random-init model, the CLI,
 and the lm-eval task served by hf-drift."""
-import glob
 import json
 import math
-import os
-import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 from transformers import AutoTokenizer
 
-
 from drift_eval.cli import main
 from drift_eval.errors import DriftUsageError
 from drift_eval.measure.cramming import Settings, accessibility, cram, hidden_radius, random_targets, widen_init
 from drift_eval.metrics import accessibility as acc
 from drift_eval.plugin.wrapper import DriftLM
+from support.commands import TINY_OPTIONS, results_of, run_lm_eval, samples_of
 
 
 def wide_tiny_model(tiny_model, seed: int = 0):
@@ -183,23 +178,15 @@ def test_other_models_get_one_line_naming_hf_drift():
 @pytest.mark.slow
 def test_lm_eval_task_served_by_hf_drift(smollm2_dir, tmp_path):
     """The real lm_eval command on the bundled SmolLM2 with tiny settings (the shipped prose)."""
-    lm_eval = os.path.join(os.path.dirname(sys.executable), "lm_eval")
-    lm_eval = lm_eval if os.path.isfile(lm_eval) else shutil.which("lm_eval")
-    meta = {"ms": [1, 2], "lengths": [1, 2], "strings": 1, "max_steps": 2, "patience": 2,
-            "radius_sequences": 1, "radius_length": 8}
-    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
-    r = subprocess.run([lm_eval, "--model", "hf-drift", "--model_args", f"pretrained={smollm2_dir}",
-                        "--tasks", "accessibility", "--metadata", json.dumps(meta), "--device", "cpu",
-                        "--output_path", str(tmp_path), "--log_samples"],
-                       capture_output=True, text=True, env=env, timeout=600)
+    r = run_lm_eval(["--model", "hf-drift", "--model_args", f"pretrained={smollm2_dir}", "--tasks", "accessibility",
+                     "--metadata", json.dumps(TINY_OPTIONS["accessibility"]), "--device", "cpu",
+                     "--output_path", tmp_path, "--log_samples"], timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    [res_file] = glob.glob(str(tmp_path / "*" / "results_*.json"))
-    res = json.load(open(res_file))["results"]["accessibility"]
+    res = results_of(tmp_path)["results"]["accessibility"]
     assert res["bound_C,none"] == pytest.approx(576 * math.log(4097) / math.log(49152))
     assert res["radius_r,none"] > 0 and res["eps,none"] == pytest.approx(res["radius_r,none"] / 2048)
     assert 0.0 <= res["mean_accessibility,none"] <= 1.0
-    [samples_file] = glob.glob(str(tmp_path / "*" / "samples_accessibility_*.jsonl"))
-    [sample] = [json.loads(line) for line in open(samples_file)]
+    [sample] = samples_of(tmp_path, "accessibility")
     answer = json.loads(sample["resps"][0][0])
     assert set(answer["accessibility"]) == {"1", "2"} and set(answer["accessibility"]["1"]) == {"1", "2"}
     assert answer["settings"]["max_steps"] == 2 and max(answer["rows"]["1"]["2"]["steps"]) <= 2

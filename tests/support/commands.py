@@ -10,6 +10,16 @@ import sys
 
 ENV = {"TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
 
+#: the smallest ``--metadata`` each study task runs with end to end (the end-to-end tests and
+#: benchmarks/same_samples.py)
+TINY_OPTIONS = {
+    "drift_alpha": {"num_scenes": 2, "n_continuations": 2, "continuation_length": 71, "bootstrap_iters": 20},
+    "drift_decode": {"num_scenes": 2, "samples": 5, "generation_length": 32},
+    "position_bias": {"length": 24, "sequences": 2},
+    "accessibility": {"ms": [1, 2], "lengths": [1, 2], "strings": 1, "max_steps": 2, "patience": 2,
+                      "radius_sequences": 1, "radius_length": 8},
+}
+
 
 def console_script(name):
     """The script installed beside this interpreter (its venv), else the one on PATH."""
