@@ -8,7 +8,9 @@ texts is the same rule on them, so its held-out figures are the frozen rule's, a
 no fresh draw; code that gives one output otherwise is a new rule. ``record`` runs the rule
 in use on every text below and writes, per text, a digest of every field of every segment
 label it gives (language, fastText's label and probability, loop share, reason, status,
-share of known words); ``check`` runs it again and names the texts whose outputs differ.
+share of known words); ``check`` runs it again and names the texts whose outputs differ;
+``revise`` does the same and, when none differs, lists the code in use (its fingerprint) as
+a revision of the frozen rule, which tests/maths/test_langid_heldout.py then accepts.
 
 The texts (``units``; 21 000 or so, every target language):
 
@@ -25,6 +27,7 @@ tests/tasks/test_rescoring.py.
 
     python benchmarks/rule_outputs.py record    # writes tests/data/langid_heldout/rule_outputs.json
     python benchmarks/rule_outputs.py check     # exits 1 and names the texts that differ
+    python benchmarks/rule_outputs.py revise    # check, then list the code in use as a revision
 """
 from __future__ import annotations
 
@@ -118,19 +121,29 @@ def read_record(path: str = RECORD) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("action", choices=("record", "check"))
+    ap.add_argument("action", choices=("record", "check", "revise"))
     args = ap.parse_args(argv)
     now = outputs()
+    texts = sum(map(len, now.values()))
     if args.action == "record":
         write_json_atomic(RECORD, {"rule_version": langid.RULE_VERSION, "rule_fingerprint": langid.rule_fingerprint(),
-                                   "texts": sum(map(len, now.values())), "outputs": now})
-        print(f"recorded the outputs of rule {langid.RULE_VERSION} on {sum(map(len, now.values()))} texts: {RECORD}")
+                                   "texts": texts, "revisions": [], "outputs": now})
+        print(f"recorded the outputs of rule {langid.RULE_VERSION} on {texts} texts: {RECORD}")
         return 0
-    differ = differences(read_record()["outputs"], now)
+    record = read_record()
+    differ = differences(record["outputs"], now)
     for line in differ[:50]:
         print(line)
-    print(f"{len(differ)} of {sum(map(len, now.values()))} texts give other outputs than the recorded rule")
-    return 1 if differ else 0
+    print(f"{len(differ)} of {texts} texts give other outputs than the recorded rule")
+    if differ:
+        return 1
+    fingerprint = langid.rule_fingerprint()
+    known = [record["rule_fingerprint"], *(r["fingerprint"] for r in record["revisions"])]
+    if args.action == "revise" and fingerprint not in known:
+        record["revisions"].append({"fingerprint": fingerprint, "follows": known[-1], "texts": texts})
+        write_json_atomic(RECORD, record)
+        print(f"listed the code in use as revision {len(record['revisions'])} of rule {record['rule_version']}")
+    return 0
 
 
 if __name__ == "__main__":
