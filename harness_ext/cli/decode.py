@@ -63,7 +63,7 @@ def run(args) -> int:
     with tqdm(total=len(scenes) * (1 + len(axes)) * settings.samples, desc="trajectories", unit="traj",
               file=sys.stderr) as bar:
         res = decode.run(model, tok, scenes, axes, settings, decode.Runtime(state, args.batch_size, bar.update),
-                         args.output, label, log=log)
+                         decode.Record(args.output, label, log))
     if args.json:
         print(inert.json_text(res["summary"], indent=2))
         return 0

@@ -63,16 +63,27 @@ class CramResult:
         return float(np.mean(self.success)) if self.success else 0.0
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """How ``cram`` optimises: at most ``max_steps`` updates, a row stopped after ``patience``
+    steps without improvement, the vectors drawn from ``seed``, AdamW learning rate ``lr``."""
+    max_steps: int = 200
+    patience: int = 50
+    seed: int = 0
+    lr: float = LR
+
+
 def _rows_seed(seed: int, m: int, n: int) -> int:
     return (int(seed) * 1_000_003 + int(m) * 10_007 + int(n)) % (2 ** 63)
 
 
-def cram(model, targets: torch.Tensor, m: int, max_steps: int = 200, patience: int = 50,
-         seed: int = 0, lr: float = LR, anchor: int | None = None, return_vectors: bool = False):
+def cram(model, targets: torch.Tensor, m: int, schedule: Schedule = Schedule(), anchor: int | None = None,
+         return_vectors: bool = False):
     """Cram each row of ``targets`` (rows x n token ids) into its own ``m`` soft vectors,
-    read after the fixed token ``anchor`` when one is given (position 0). Returns a
-    ``CramResult``; with ``return_vectors`` also a (rows, m, d) float32 tensor holding, for
-    every reconstructed row, the vectors that reconstructed it."""
+    optimised as ``schedule`` says and read after the fixed token ``anchor`` when one is
+    given (position 0). Returns a ``CramResult``; with ``return_vectors`` also a (rows, m, d)
+    float32 tensor holding, for every reconstructed row, the vectors that reconstructed it."""
+    max_steps, patience, seed, lr = schedule.max_steps, schedule.patience, schedule.seed, schedule.lr
     if targets.ndim != 2 or targets.shape[1] < 1:
         raise ValueError("targets must be (rows, n) with n >= 1")
     if m < 1 or max_steps < 0 or patience < 1:
@@ -147,12 +158,12 @@ def accessibility(model, targets_by_length: dict[int, torch.Tensor], ms, max_ste
                   patience: int = 50, seed: int = 0, anchor: int | None = None,
                   progress=None) -> dict[int, dict[int, CramResult]]:
     """``{m: {n: CramResult}}`` for every ``m`` and every length (one batch per length)."""
+    schedule = Schedule(max_steps=max_steps, patience=patience, seed=seed)
     out: dict[int, dict[int, CramResult]] = {}
     for m in ms:
         out[int(m)] = {}
         for n in sorted(targets_by_length):
-            res = cram(model, targets_by_length[n], int(m), max_steps=max_steps, patience=patience, seed=seed,
-                       anchor=anchor)
+            res = cram(model, targets_by_length[n], int(m), schedule, anchor=anchor)
             out[int(m)][int(n)] = res
             if progress is not None:
                 progress(res)

@@ -156,6 +156,16 @@ class Runtime:
     progress: object = None
 
 
+@dataclass(frozen=True)
+class Record:
+    """What ``run`` does with its results: writes them to ``path`` after each scene (None:
+    nowhere), adds the keys of ``label`` (such as the model's name) to their head, and calls
+    ``log`` (if given) with each finished scene's id and the summary so far."""
+    path: str | None = None
+    label: dict | None = None
+    log: object = None
+
+
 def generate(model, tokenizer, scene: str, prompts: dict[str, str], settings: Settings, store: Store,
              runtime: Runtime = Runtime()) -> dict:
     """Sample ``settings.samples`` trajectories per prompt; hidden states at the centres go
@@ -282,10 +292,11 @@ def serve(lm, requests, disable_tqdm: bool = False) -> list[str]:
 
 # ---------------------------------------------------------------------------- command line
 def run(model, tokenizer, scenes: list[dict], axes: list[str], settings: Settings, runtime: Runtime = Runtime(),
-        path: str | None = None, label: dict | None = None, log=None) -> dict:
-    """Every scene's answers and the per-axis summaries. With ``path``, each finished scene
-    is written there at once (atomically) and a rerun with the same settings skips the
+        record: Record = Record()) -> dict:
+    """Every scene's answers and the per-axis summaries. With ``record.path``, each finished
+    scene is written there at once (atomically) and a rerun with the same settings skips the
     scenes already in it, so a long run can be stopped and resumed."""
+    path, label, log = record.path, record.label, record.log
     head = {"settings": settings.as_dict(), "axes": list(axes), **(label or {}),
             "compensation": runtime.state.config.label() if runtime.state is not None else "none"}
     res = dict(head, scenes={})

@@ -10,7 +10,7 @@ import pytest
 
 from drift_eval.cli import main
 from support.checks import run_cli
-from support.handmade_results import write_output, write_task_run
+from support.handmade_results import TaskRecord, write_output, write_task_run
 
 
 def test_leaderboard_ranks_rows_and_marks_ties(tmp_path, capsys):
@@ -70,9 +70,9 @@ def test_the_leaderboard_ranks_runs_of_two_task_versions_apart(tmp_path, capsys)
     is ranked only against itself (rank 1 of its own), and the answers column names each
     row's version; at one version, as above, no version is shown."""
     root = tmp_path / "board"
-    write_task_run(root, "a", [1] * 20, version=3.0)             # 20/20: Wilson [0.84, 1.00]
-    write_task_run(root, "b", [1] * 10 + [0] * 10, version=3.0)  # 10/20: [0.30, 0.70]
-    write_task_run(root, "old", [0] * 20, version=2.1)           # would rank 3rd at one version
+    write_task_run(root, "a", [1] * 20, record=TaskRecord(version=3.0))             # 20/20: Wilson [0.84, 1.00]
+    write_task_run(root, "b", [1] * 10 + [0] * 10, record=TaskRecord(version=3.0))  # 10/20: [0.30, 0.70]
+    write_task_run(root, "old", [0] * 20, record=TaskRecord(version=2.1))           # would rank 3rd at one version
     run_cli(capsys, "leaderboard", root, "-o", tmp_path / "board.json")
     board = json.loads((tmp_path / "board.json").read_text())
     got = {r["model"]: (r["rank"], r["answers"]) for r in board["rows"]}
@@ -81,8 +81,8 @@ def test_the_leaderboard_ranks_runs_of_two_task_versions_apart(tmp_path, capsys)
     rc, out, _ = run_cli(capsys, "leaderboard", root)
     assert rc == 0 and "at the same task version" in out
     same = tmp_path / "same"
-    write_task_run(same, "a", [1] * 20, version=3.0)
-    write_task_run(same, "b", [0] * 20, version=3.0)
+    write_task_run(same, "a", [1] * 20, record=TaskRecord(version=3.0))
+    write_task_run(same, "b", [0] * 20, record=TaskRecord(version=3.0))
     run_cli(capsys, "leaderboard", same, "-o", tmp_path / "same.json")
     assert [(r["model"], r["rank"], r["answers"]) for r in json.loads((tmp_path / "same.json").read_text())["rows"]] \
         == [("a", 1, "—"), ("b", 2, "—")]

@@ -17,7 +17,7 @@ from drift_eval.resultfiles.names import model_name
 from drift_eval.settings import parse_model_args, setting_label
 from drift_eval.tasks import metric_catalogue
 from support.checks import run_cli, write_policy
-from support.handmade_results import write_output, write_task_run
+from support.handmade_results import TaskRecord, write_output, write_task_run
 
 pytest_plugins = ["pytester"]
 
@@ -119,13 +119,13 @@ def _refused_by_compare_gate_and_report(tmp_path, capsys, cand, base, want):
 def test_a_forced_run_is_never_compared_with_an_unforced_one(tmp_path, capsys):
     """The same documents and values, one run's answers forced and the other's not: compare,
     the gate and the report refuse with one line (exit 2) instead of calling it one test."""
-    base = write_task_run(tmp_path / "release", "shipped", [1] * 36, task_config=FORCED)
-    cand = write_task_run(tmp_path / "candidate", "new", [1] * 36, task_config=UNFORCED)
+    base = write_task_run(tmp_path / "release", "shipped", [1] * 36, record=TaskRecord(config=FORCED))
+    cand = write_task_run(tmp_path / "candidate", "new", [1] * 36, record=TaskRecord(config=UNFORCED))
     want = ("drift-eval: error: drift_french_single/fully_french under none has answers unforced and "
             "drift_french_single/fully_french under none answers forced: not the same test, so they are not "
             "compared; compare runs whose answers were made alike")
     _refused_by_compare_gate_and_report(tmp_path, capsys, cand, base, want)
-    same = write_task_run(tmp_path / "again", "again", [1] * 36, task_config=FORCED)
+    same = write_task_run(tmp_path / "again", "again", [1] * 36, record=TaskRecord(config=FORCED))
     rc, out, err = run_cli(capsys, "compare", same, base)
     assert rc == 0, err  # two forced runs are compared as before
 
@@ -137,13 +137,14 @@ def test_runs_of_two_versions_of_a_task_are_never_compared(tmp_path, capsys):
     """The same documents and values, the baseline scored by task version 2.1 and the
     candidate by 3.0 (whose metrics are defined differently): compare, the gate and the
     report refuse with one line (exit 2); two runs at one version are compared as before."""
-    base = write_task_run(tmp_path / "release", "shipped", [1] * 36, version=2.1)
-    cand = write_task_run(tmp_path / "candidate", "new", [1] * 36, version=3.0)
+    base = write_task_run(tmp_path / "release", "shipped", [1] * 36, record=TaskRecord(version=2.1))
+    cand = write_task_run(tmp_path / "candidate", "new", [1] * 36, record=TaskRecord(version=3.0))
     want = ("drift-eval: error: drift_french_single/fully_french under none ran at task version 3.0 and "
             "drift_french_single/fully_french under none at 2.1: the metrics are defined differently, so they are "
             "not compared; rerun the older run on this version of the task and compare again")
     _refused_by_compare_gate_and_report(tmp_path, capsys, cand, base, want)
-    same = write_task_run(tmp_path / "again", "again", [1] * 36, version="3")  # lm-eval writes a number or a string
+    # lm-eval writes a number or a string
+    same = write_task_run(tmp_path / "again", "again", [1] * 36, record=TaskRecord(version="3"))
     rc, out, err = run_cli(capsys, "compare", same, cand)
     assert rc == 0 and "drift_french_single/fully_french" in out, err
 

@@ -10,7 +10,8 @@ from transformers import AutoTokenizer
 
 from drift_eval.cli import main
 from drift_eval.errors import DriftUsageError
-from drift_eval.measure.cramming import Settings, accessibility, cram, hidden_radius, random_targets, widen_init
+from drift_eval.measure.cramming import (Schedule, Settings, accessibility, cram, hidden_radius, random_targets,
+                                         widen_init)
 from drift_eval.metrics import accessibility as acc
 from drift_eval.plugin.wrapper import DriftLM
 from support.commands import TINY_OPTIONS, results_of, run_lm_eval, samples_of
@@ -83,7 +84,8 @@ def test_crammed_vectors_make_greedy_decoding_produce_the_target(wide):
     """Exact teacher-forced reconstruction means: from the anchor token and the soft vectors,
     greedy decoding produces the whole target, its first token included."""
     targets = random_targets(128, [3], 4, seed=1)[3]
-    res, vectors = cram(wide, targets, m=2, max_steps=200, patience=60, anchor=5, return_vectors=True)
+    res, vectors = cram(wide, targets, m=2, schedule=Schedule(max_steps=200, patience=60), anchor=5,
+                         return_vectors=True)
     assert sum(res.success) >= 2, res
     emb = wide.get_input_embeddings()
     for row in np.flatnonzero(res.success):
@@ -103,7 +105,7 @@ def test_rows_are_independent(wide):
     a = random_targets(128, [4], 3, seed=2)[4]
     b = a.clone()
     b[1:] = random_targets(128, [4], 3, seed=3)[4][1:]
-    ra, rb = (cram(wide, t, m=1, max_steps=40, patience=40) for t in (a, b))
+    ra, rb = (cram(wide, t, m=1, schedule=Schedule(max_steps=40, patience=40)) for t in (a, b))
     assert (ra.success[0], ra.steps[0], ra.best_correct[0]) == (rb.success[0], rb.steps[0], rb.best_correct[0])
 
 

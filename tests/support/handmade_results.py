@@ -19,6 +19,7 @@ regressions).
 """
 import json
 import os
+from dataclasses import dataclass
 
 from drift_eval.catalogue import STAMP
 from drift_eval.tasks import _task_documents
@@ -169,12 +170,21 @@ def write_output(root, settings=("none", "log:0.25", "const:0.25"), date="2026-0
     return str(root)
 
 
+@dataclass(frozen=True)
+class TaskRecord:
+    """What ``write_task_run``'s results record of the task besides its values: its
+    ``config`` (e.g. its generation kwargs; None: an empty one) and its ``version`` (as
+    lm-eval records it; None: no version)."""
+    config: dict | None = None
+    version: object = None
+
+
 def write_task_run(root, model, values, setting="none", task="drift_french_single", metric="fully_french",
-                   date="2026-02-01T00-00-00.000000", task_config=None, version=None):
+                   date="2026-02-01T00-00-00.000000", record=TaskRecord()):
     """One run of one task whose per-sample ``metric`` values are ``values`` (doc i gets
-    ``values[i]``), in ``root/<model>/`` (``task_config``: the task's config in the results,
-    e.g. its generation kwargs; ``version``: the task's version, as lm-eval records it);
+    ``values[i]``), in ``root/<model>/``, with the task's config and version from ``record``;
     returns the folder."""
+    task_config, version = record.config, record.version
     cfg = {lab: c for lab, c in SETTINGS.items()}[setting]
     folder = os.path.join(root, model)
     os.makedirs(folder, exist_ok=True)
