@@ -59,11 +59,10 @@ def _generation(limit: int, max_gen_toks: int) -> list:
     return ["--apply_chat_template", "--limit", str(limit), "--gen_kwargs", f"max_gen_toks={max_gen_toks}"]
 
 
-def _lm_eval(out: str, name: str, model: str, model_args: str, limit: int, max_gen_toks: int, extra=(),
-             tasks: str = "drift_french", options=None) -> None:
-    """One ``lm_eval`` run into ``out/name``: ``tasks`` with ``options`` (by default the
-    generation options: chat template, ``--limit`` and ``max_gen_toks``)."""
-    options = _generation(limit, max_gen_toks) if options is None else options
+def _lm_eval(out: str, name: str, model: str, model_args: str, options: list, extra=(),
+             tasks: str = "drift_french") -> None:
+    """One ``lm_eval`` run into ``out/name``: ``tasks`` with ``options`` (the generation
+    options, ``_generation``, or a study task's own)."""
     cmd = [sys.executable, "-m", "lm_eval", "--model", model, "--model_args", model_args, "--tasks", tasks,
            *options, "--log_samples", "--output_path", os.path.join(out, name), *extra]
     t0 = time.perf_counter()
@@ -78,20 +77,21 @@ def run(out: str, limit: int, max_gen_toks: int, only: str | None = None) -> Non
     os.makedirs(out, exist_ok=True)
     model = smollm2_dir()
     hf = ("--device", "cpu", "--batch_size", "2")
+    generation = _generation(limit, max_gen_toks)
     if only != "french":
         drift = f"pretrained={model},compensation=none"
         for name, tasks, options in OTHER_KINDS:
-            _lm_eval(out, f"hf-drift_{name}", "hf-drift", drift, limit, max_gen_toks, hf, tasks, options)
-        _lm_eval(out, "hf-drift_drift_ja", "hf-drift", drift, limit, max_gen_toks, hf, "drift_ja")
+            _lm_eval(out, f"hf-drift_{name}", "hf-drift", drift, options, hf, tasks)
+        _lm_eval(out, "hf-drift_drift_ja", "hf-drift", drift, generation, hf, "drift_ja")
     if only == "others":
         return
     for name, setting in SETTINGS:
-        _lm_eval(out, f"hf-drift_{name}", "hf-drift", f"pretrained={model},{setting}", limit, max_gen_toks, hf)
-    _lm_eval(out, "hf", "hf", f"pretrained={model}", limit, max_gen_toks, hf)
+        _lm_eval(out, f"hf-drift_{name}", "hf-drift", f"pretrained={model},{setting}", generation, hf)
+    _lm_eval(out, "hf", "hf", f"pretrained={model}", generation, hf)
     no_system = model_with_template(model, os.path.join(out, "no_system_model"), NO_SYSTEM_TEMPLATE)
-    _lm_eval(out, "hf_no-system", "hf", f"pretrained={no_system}", limit, max_gen_toks, hf)
-    _lm_eval(out, "hf-drift_no-system", "hf-drift", f"pretrained={no_system},compensation=log,strength=0.25", limit,
-             max_gen_toks, hf)
+    _lm_eval(out, "hf_no-system", "hf", f"pretrained={no_system}", generation, hf)
+    _lm_eval(out, "hf-drift_no-system", "hf-drift", f"pretrained={no_system},compensation=log,strength=0.25",
+             generation, hf)
     try:
         # deferred, optional: llama-cpp-python[server]
         import llama_cpp.server  # noqa: F401
@@ -101,7 +101,7 @@ def run(out: str, limit: int, max_gen_toks: int, only: str | None = None) -> Non
     folder, name = smollm2_gguf()
     with LlamaServer(os.path.join(folder, name), os.path.join(out, "server.log")) as server:
         _lm_eval(out, "local-chat-completions", "local-chat-completions",
-                 f"model={server.alias},base_url={server.url},num_concurrent=1,max_retries=1", limit, max_gen_toks)
+                 f"model={server.alias},base_url={server.url},num_concurrent=1,max_retries=1", generation)
 
 
 def _samples(root: str) -> dict:

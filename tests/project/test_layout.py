@@ -164,6 +164,29 @@ def test_the_readme_fits_in_250_lines():
         assert len(fh.read().splitlines()) <= 250
 
 
+#: parameters a function may take beyond ``self`` or ``cls``, ``*args`` and ``**kwargs``;
+#: more are grouped in a settings object
+MOST_PARAMETERS = 8
+
+
+def test_no_module_is_over_400_lines_and_no_function_takes_more_than_8_parameters():
+    files = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
+    long, many = [], []
+    for path in files:
+        with open(os.path.join(ROOT, path), encoding="utf-8") as fh:
+            source = fh.read()
+        if len(source.splitlines()) > 400:
+            long.append(path)
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = [a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)]
+                count = len([n for n in names if n not in ("self", "cls")])
+                if count > MOST_PARAMETERS:
+                    many.append(f"{path}:{node.lineno} {node.name} ({count})")
+    assert long == [] and many == [], (long, many)
+
+
 def test_the_architecture_table_names_the_contracts_layers_in_order():
     """docs/architecture.md's table is the one description of the layers: its rows name the
     import contract's layers (pyproject.toml), highest first, each row the modules of one
