@@ -50,7 +50,7 @@ import re
 import sys
 
 from drift_eval.files import read_jsonl, write_json_atomic, write_text_atomic
-from drift_eval.metrics import langid
+from drift_eval.metrics import langid, lid_model
 from drift_eval.metrics.langid import segments
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -148,7 +148,7 @@ def deciders() -> dict:
     (alone), and plain fastText on the raw segment."""
     out = {name: (lambda rule: lambda segs: [x.lang for x in langid.label_segments(segs, "fr", rule)])(rule)
            for name, rule in rules().items()}
-    out["plain fastText"] = lambda segs: [p.lang for p in langid.identify_many(segs)]
+    out["plain fastText"] = lambda segs: [p.lang for p in lid_model.identify_many(segs)]
     return out
 
 
@@ -166,7 +166,7 @@ def language_rules() -> dict:
     tasks score an answer (``langid.label_answer``), and plain fastText on each raw segment."""
     out = {name: (lambda rule: lambda text, target: [x.lang for x in langid.label_answer(text, target, rule)])(rule)
            for name, rule in rules().items()}
-    out["plain fastText"] = lambda text, target: [p.lang for p in langid.identify_many(langid.segments(text, 128))]
+    out["plain fastText"] = lambda text, target: [p.lang for p in lid_model.identify_many(langid.segments(text, 128))]
     return out
 
 

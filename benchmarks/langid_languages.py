@@ -16,7 +16,7 @@ import argparse
 import os
 
 from drift_eval.files import read_jsonl, write_json_atomic
-from drift_eval.metrics import langid
+from drift_eval.metrics import langid, lid_model
 from drift_eval.metrics.languages import TARGETS
 from drift_eval.metrics.stats import precision_recall
 
@@ -29,7 +29,7 @@ DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "
 
 def deciders(lang: str) -> dict:
     return {"rule": lambda text: langid.left_language(text, lang),
-            "plain_fasttext": lambda text: (lambda p: p.known and p.lang != lang)(langid.identify(text))}
+            "plain_fasttext": lambda text: (lambda p: p.known and p.lang != lang)(lid_model.identify(text))}
 
 
 def measure() -> dict:

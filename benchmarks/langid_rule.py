@@ -17,13 +17,13 @@ import os
 from dataclasses import asdict
 
 from drift_eval.files import read_jsonl, write_json_atomic
-from drift_eval.metrics import drift, langid
+from drift_eval.metrics import drift, langid, lid_model
 from drift_eval.metrics.stats import precision_recall
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "langid_segments.jsonl")
 DECIDERS = {
     "rule": langid.left_language,
-    "plain_fasttext": lambda text: (lambda p: p.known and p.lang != "fr")(langid.identify(text)),
+    "plain_fasttext": lambda text: (lambda p: p.known and p.lang != "fr")(lid_model.identify(text)),
 }
 
 
@@ -43,7 +43,7 @@ def effect_on_runs(folders) -> dict:
         for path, doc, text in _answers(folder):
             pieces = langid.segments(text, drift.SEGMENT_TOKENS)
             rule = [x.lang for x in langid.label_segments(pieces, "fr")]
-            plain = [p.lang for p in langid.identify_many(pieces)]
+            plain = [p.lang for p in lid_model.identify_many(pieces)]
             score = {name: {"fully_french": drift.all_in(labels), "starts_french": drift.starts_in(labels)}
                      for name, labels in (("rule", rule), ("plain_fasttext", plain))}
             rows.append({"file": path, "doc_id": doc, **score,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import importlib
 import json
 import os
 import statistics
@@ -56,6 +57,11 @@ def answers(lang: str) -> list[tuple[str, int]]:
 def _clear_caches() -> None:
     """Empty every cache the scoring keeps between answers (those a package has)."""
     crosscheck.clear_cache()
+    for name in ("text.fold", "text.word_tokens", "langid.token_starts", "langid._script_counts"):
+        module, function = name.split(".")
+        cached = getattr(importlib.import_module(f"drift_eval.metrics.{module}"), function, None)
+        if hasattr(cached, "cache_clear"):  # a package from before they were remembered has none
+            cached.cache_clear()
     try:  # deferred, optional: a package from before the Chinese word blocks has no wordcut
         from drift_eval.metrics import wordcut
     except ImportError:  # a baseline from before the Chinese word blocks were kept

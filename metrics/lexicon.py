@@ -14,9 +14,10 @@ language's words are found:
   it is in the list, or splits once into a known stem of at least two syllables and a
   known ending (the list holds morphemes);
 * **Chinese**: the share of Han characters inside words of two or more characters that
-  jieba finds and the list holds (Traditional characters are read as Simplified, as
+  jieba finds (``wordcut``) and the list holds (Traditional characters are read as Simplified, as
   wordfreq does): single characters are nearly all in the list, so they prove nothing;
-* **Japanese**: the same, with fugashi's words (the unidic-lite dictionary), Han and kana.
+* **Japanese**: the same, with fugashi's words (the unidic-lite dictionary, ``wordcut``),
+  Han and kana.
 
 In Chinese and Japanese a word of numerals alone ("三十", "十五") is a number and is left out,
 as digits are (rule 2.3).
@@ -26,10 +27,12 @@ Pure Python over the word lists: no model is loaded here.
 from __future__ import annotations
 
 import functools
-import logging
+import os
 import re
+from importlib.metadata import version
 
-from drift_eval.metrics.text import SCRIPT_LETTERS, WORD_RE, fold
+from drift_eval.metrics import wordcut
+from drift_eval.metrics.text import SCRIPT_LETTERS, fold, word_tokens
 
 #: the one wordfreq release whose lists the rule was frozen with (pyproject pins it)
 WORDFREQ_VERSION = "3.1.1"
@@ -68,12 +71,10 @@ class WordListMissing(RuntimeError):
 
 def _wordfreq():
     try:
-        import wordfreq
+        import wordfreq  # deferred, optional: without wordfreq, scoring says so in one line (WordListMissing)
     except ImportError as exc:
         raise WordListMissing(f"the word lists of language ID need wordfreq: pip install "
                               f"wordfreq=={WORDFREQ_VERSION} ({exc})") from None
-    from importlib.metadata import version
-
     have = version("wordfreq")
     if have != WORDFREQ_VERSION:
         raise WordListMissing(f"language ID was frozen with wordfreq {WORDFREQ_VERSION}'s word lists, but "
@@ -102,8 +103,6 @@ def word_list(lang: str) -> frozenset:
 
 def list_files(langs) -> list[str]:
     """The wordfreq data files that hold the lists of ``langs`` (for the rule's fingerprint)."""
-    import os
-
     data = os.path.join(os.path.dirname(_wordfreq().__file__), "data")
     out = []
     for lang in sorted(set(langs)):
@@ -116,32 +115,17 @@ def list_files(langs) -> list[str]:
 
 
 @functools.lru_cache(maxsize=1)
-def _jieba():
-    import jieba
-
-    jieba.setLogLevel(logging.WARNING)
-    return jieba
-
-
-@functools.lru_cache(maxsize=1)
-def _tagger():
-    from fugashi import Tagger
-
-    return Tagger("-O wakati -b 50000")
-
-
-@functools.lru_cache(maxsize=1)
 def _simplify():
-    from wordfreq.chinese import simplify_chinese
+    _wordfreq()  # one line when wordfreq is missing or another release
+    from wordfreq.chinese import simplify_chinese  # deferred, optional: needs wordfreq (above)
 
-    _wordfreq()
     return simplify_chinese
 
 
 def _chinese(text: str) -> tuple[int, int]:
     known_words = word_list("zh")
     checked = known = 0
-    for word in _numbers_aside(list(_jieba().cut(_simplify()(text)))):
+    for word in _numbers_aside(wordcut.chinese_words(_simplify()(text))):
         n = len(_HAN.findall(word))
         checked += n
         known += n if n >= 2 and word in known_words else 0
@@ -151,7 +135,8 @@ def _chinese(text: str) -> tuple[int, int]:
 def _japanese(text: str) -> tuple[int, int]:
     known_words = word_list("ja")
     checked = known = 0
-    for surface, unknown in _numbers_aside([(n.surface, n.is_unk) for n in _tagger()(text)], lambda w: w[0]):
+    nodes = [(n.surface, n.is_unk) for n in wordcut.japanese_tagger()(text)]
+    for surface, unknown in _numbers_aside(nodes, lambda w: w[0]):
         n = len(_HAN_KANA.findall(surface))
         checked += n
         known += n if n >= 2 and not unknown and surface in known_words else 0
@@ -166,7 +151,7 @@ def _korean_known(word: str, known_words: frozenset) -> bool:
 
 def _spaced(text: str, lang: str, script: str) -> tuple[int, int]:
     letters = SCRIPT_LETTERS[script]
-    words = [w for w in WORD_RE.findall(fold(text)) if letters.match(w) and not _DIGIT.search(w)]
+    words = [w for w in word_tokens(fold(text)) if letters.match(w) and not _DIGIT.search(w)]
     known_words = word_list(lang)
     if lang == "ko":
         return sum(_korean_known(w, known_words) for w in words), len(words)

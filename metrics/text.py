@@ -48,28 +48,42 @@ def script_of(char: str) -> str | None:
     return next((name for name, r in SCRIPT_LETTERS.items() if r.match(char)), None)
 
 
+@functools.lru_cache(maxsize=1 << 10)
 def fold(text: str) -> str:
     """Lower-case and strip accents, so that patterns match "Français" and "francais" (and
     Turkish dotless ı is i, as lower-casing "I" gives). A mark stays only where it makes
     another letter of a script whose words the metrics read: a Devanagari, Arabic or
     Cyrillic mark of ``MARKS``, or one that composes with a non-Latin letter into a single
     character (Japanese で, Cyrillic й); every other mark goes, as it always did (Latin
-    accents, Hebrew points, Thai tone marks, a stress accent on a Cyrillic vowel)."""
+    accents, Hebrew points, Thai tone marks, a stress accent on a Cyrillic vowel). Each run
+    of marks is read against the letter before it; the last texts folded are remembered
+    (a segment is folded by several measures)."""
     decomposed = unicodedata.normalize("NFKD", (text or "").lower().replace("ı", "i"))
-    out, base = [], ""
-    for c in decomposed:
-        if unicodedata.combining(c):
-            if base and _keeps_mark(base, c):
-                out.append(c)
-            continue
-        out.append(c)
-        base = c
+    marks = "".join(sorted(c for c in set(decomposed) if unicodedata.combining(c)))
+    if not marks:
+        return unicodedata.normalize("NFC", decomposed)
+    out, last = [], 0
+    for m in _mark_runs(marks).finditer(decomposed):
+        a, b = m.span()
+        out.append(decomposed[last:a])
+        base = decomposed[a - 1] if a else ""
+        if base:
+            out += [c for c in m.group() if _keeps_mark(base, c)]
+        last = b
+    out.append(decomposed[last:])
     return unicodedata.normalize("NFC", "".join(out))
+
+
+@functools.lru_cache(maxsize=1 << 10)
+def _mark_runs(marks: str) -> re.Pattern:
+    """A pattern matching runs of the combining ``marks``."""
+    return re.compile(f"[{re.escape(marks)}]+")
 
 
 _MARK_RE = re.compile(f"[{MARKS}]")
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def _keeps_mark(base: str, mark: str) -> bool:
     if base < "\u0370" or "\u1e00" <= base <= "\u1eff":  # Latin (and everything before Greek)
         return False
@@ -79,6 +93,13 @@ def _keeps_mark(base: str, mark: str) -> bool:
 def words(text: str) -> list[str]:
     """Accent-folded, lower-cased word tokens."""
     return WORD_RE.findall(fold(text))
+
+
+@functools.lru_cache(maxsize=1 << 8)
+def word_tokens(text: str) -> tuple[str, ...]:
+    """``WORD_RE``'s words of ``text`` as it is (not folded), for the last few texts asked (a
+    segment's words are read by several steps of the rule)."""
+    return tuple(WORD_RE.findall(text or ""))
 
 
 def ngrams(ws: list, n: int) -> list[tuple]:

@@ -1,9 +1,8 @@
 """The word segmenters of Chinese and Japanese, loaded once per process: jieba (as LCB and
 the word lists read Chinese) and fugashi with the unidic-lite dictionary its wheel bundles
-(Japanese), for the LCB line pass (``drift.lcb_lines``). The word-list check
-(``lexicon.known_share``) loads the same two segmenters itself: ``lexicon.py`` is one of
-the files the segment rule's fingerprint covers (``langid.RULE_FILES``), which the held-out
-sets were drawn for, so it moves here only with the rule's next version.
+(Japanese), for the LCB line pass (``drift.lcb_lines``) and the word-list check
+(``lexicon.known_share``). What they cut decides a segment's status, so this file is one of
+the segment rule's (``langid.RULE_FILES``).
 
 ``chinese_words`` is ``jieba.cut`` (accurate mode, HMM on: jieba's defaults) with a memory:
 jieba cuts a text block by block, between its own separators (``jieba.re_han_default``), and

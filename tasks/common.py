@@ -9,7 +9,7 @@ import math
 from copy import deepcopy
 
 from drift_eval.errors import DriftUsageError
-from drift_eval.metrics import drift, langid, lexicon, stats
+from drift_eval.metrics import drift, lexicon, lid_model, stats
 from drift_eval.plugin.answers import Answer, meta_of
 from drift_eval.plugin.request_types import CONVERSATION
 from drift_eval.plugin.task_base import YamlTask
@@ -129,9 +129,9 @@ def check_language_model():
     """The language-ID model and the word lists are there (one line otherwise), before any
     generation starts."""
     try:
-        langid.identify("Ceci est une phrase en français.")
+        lid_model.identify("Ceci est une phrase en français.")
         lexicon.available()
-    except (langid.LanguageModelMissing, lexicon.WordListMissing) as exc:
+    except (lid_model.LanguageModelMissing, lexicon.WordListMissing) as exc:
         raise DriftUsageError(str(exc)) from None
 
 

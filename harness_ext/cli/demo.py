@@ -29,7 +29,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     # deferred, start-up: drift-eval imports every command's module to read the arguments
     from drift_eval.files import check_output_folder, write_text_atomic
-    from drift_eval.metrics import langid
+    from drift_eval.metrics import lid_model
     from drift_eval.plugin.local_models import smollm2_dir
     from drift_eval.settings import parse_settings
 
@@ -43,8 +43,8 @@ def run(args) -> int:
     else:
         output = os.path.abspath(os.path.join("drift-demo", datetime.datetime.now().strftime("%Y%m%d-%H%M%S")))
     try:  # the runs score with it: a missing or wrong file is found now, not after the first run
-        langid.check_model_file()
-    except langid.LanguageModelMissing as exc:
+        lid_model.check_model_file()
+    except lid_model.LanguageModelMissing as exc:
         raise DriftUsageError(str(exc)) from None
     report = os.path.join(output, "report.html")
     write_text_atomic(report, "")  # the folder is writable: found out before the first run

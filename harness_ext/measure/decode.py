@@ -36,7 +36,7 @@ from drift_eval.measure.alpha_serving import batch_size_of
 from drift_eval.measure.capture import capture
 from drift_eval.measure.continuations import SEPARATOR, prompt_ids
 from drift_eval.metrics import decode as dm
-from drift_eval.metrics import langid
+from drift_eval.metrics import langid, lid_model
 
 BASE = "base"
 
@@ -215,13 +215,13 @@ def generate(model, tokenizer, scene: str, prompts: dict[str, str], settings: Se
 def _languages(tokenizer, prompt: str, tokens: np.ndarray, segment: int) -> dict:
     texts = [tokenizer.decode(row, skip_special_tokens=True) for row in tokens]
     pieces = [langid.segments(t, segment) for t in texts]
-    flat = langid.identify_many([p for ps in pieces for p in ps])
+    flat = lid_model.identify_many([p for ps in pieces for p in ps])
     labels, i = [], 0
     for ps in pieces:
         labels.append([x.lang for x in flat[i:i + len(ps)]])
         i += len(ps)
     majority = [dm.majority_language(lab) for lab in labels]
-    lang = langid.identify(prompt).lang
+    lang = lid_model.identify(prompt).lang
     return {"prompt": lang, "segments": labels, "majority": majority, **dm.switches(lang, majority),
             "excerpt": texts[0][:300] if texts else ""}
 

@@ -1,11 +1,14 @@
 import json
 import pickle
+import string
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from support.prose import ENGLISH, FRENCH, text
 
 from drift_eval.catalogue import _hint, conditional_partner
-from drift_eval.metrics import drift, langid, stats
+from drift_eval.metrics import drift, langid, lid_model, stats
 from drift_eval.metrics.values import ListValue
 from drift_eval.taskdata.french import system_prompt
 from drift_eval.tasks import metric_catalogue
@@ -220,6 +223,14 @@ def test_lcb_lines_are_cut_and_normalised_as_lcb_does():
     assert drift.lcb_line_pass("Le chat dort sur le canapé ce soir.\nQ: The cat sleeps on the sofa tonight.") == 1.0
 
 
+@given(st.text(alphabet=string.punctuation + "\u2014\u060c\u2013 \nQ:ab\u00e9\u00a0", max_size=60) | st.text(max_size=60))
+def test_lcb_normalisation_is_lcbs_table(text):
+    """LCB's normalisation is one translation table (``_LCB_TABLE``); the lines are cut from
+    the same text, made in two faster steps."""
+    normal = text.split("\nQ:")[0].strip().translate(drift._LCB_TABLE)
+    assert drift.lcb_lines(text, min_tokens=0) == normal.split("\n")
+
+
 def test_lcb_line_pass_reads_fasttext_as_lcb_does(monkeypatch):
     seen = []
 
@@ -228,7 +239,7 @@ def test_lcb_line_pass_reads_fasttext_as_lcb_does(monkeypatch):
         return [[("fr", 0.3)] if "seuil" in ln else [("fr", 0.31)] if "juste" in ln else [("en", 0.9)]
                 for ln in lines]
 
-    monkeypatch.setattr(langid, "predict", fake)
+    monkeypatch.setattr(lid_model, "predict", fake)
     assert drift.lcb_line_pass("un deux trois quatre juste") == 1.0  # above 0.3 passes
     assert drift.lcb_line_pass("un deux trois quatre juste\nun deux trois quatre seuil") == 0.0  # 0.3 is "unknown"
     assert drift.lcb_line_pass("un\u00a0deux trois quatre cinq juste") == 1.0

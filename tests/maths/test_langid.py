@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from support.places import REPO
 
-from drift_eval.metrics import crosscheck, langid
+from drift_eval.metrics import crosscheck, langid, lid_model
 from drift_eval.metrics.text import SCRIPT_LETTERS, WORD_RE
 
 FR = "Le chat dort paisiblement sur le canapé pendant que la pluie tombe sur la ville."
@@ -16,19 +16,19 @@ EN = "The cat sleeps peacefully on the sofa while the rain falls on the city."
 
 
 def test_french_and_english_sentences():
-    fr, en = langid.identify_many([FR, EN])
+    fr, en = lid_model.identify_many([FR, EN])
     assert fr.lang == "fr" and fr.score > 0.9
     assert en.lang == "en" and en.score > 0.9
 
 
 def test_empty_and_short_text_is_unknown():
     for text in ["", "   ", None, "ok", "oui non"]:
-        pred = langid.identify(text)
+        pred = lid_model.identify(text)
         assert pred.lang == langid.UNKNOWN and not pred.known
 
 
 def test_multiline_text_is_flattened():
-    assert langid.identify(FR.replace(" ", "\n", 3)).lang == "fr"
+    assert lid_model.identify(FR.replace(" ", "\n", 3)).lang == "fr"
 
 
 def test_segments_and_halves_count_metric_tokens():
@@ -41,7 +41,7 @@ def test_segments_and_halves_count_metric_tokens():
 
 def test_mixed_text_segments_switch_language():
     text = (FR + " ") * 20 + (EN + " ") * 20
-    timeline = [p.lang for p in langid.identify_many(langid.segments(text, 64))]
+    timeline = [p.lang for p in lid_model.identify_many(langid.segments(text, 64))]
     assert timeline[0] == "fr" and timeline[-1] == "en"
 
 
@@ -60,17 +60,17 @@ def _stock_detect(text):
 
 
 def test_missing_model_file_is_a_clear_error(tmp_path):
-    langid.set_model_path(str(tmp_path / "nope.ftz"))
+    lid_model.set_model_path(str(tmp_path / "nope.ftz"))
     try:
         try:
-            langid.identify(FR)
-        except langid.LanguageModelMissing as exc:
+            lid_model.identify(FR)
+        except lid_model.LanguageModelMissing as exc:
             assert "nope.ftz" in str(exc) and "DRIFT_LID_MODEL" in str(exc)
         else:
             raise AssertionError("expected LanguageModelMissing")
     finally:
-        langid.set_model_path(None)
-    assert langid.identify(FR).lang == "fr"
+        lid_model.set_model_path(None)
+    assert lid_model.identify(FR).lang == "fr"
 
 
 # ---------------------------------------------------------------- the cross-check's speed-up
@@ -160,14 +160,14 @@ def test_script_counts_count_each_word_for_the_script_of_its_first_letter(text):
 def test_unusable_language_model_files_are_one_line(tmp_path, content, needle):
     path = tmp_path / "lid.bin"
     path.write_bytes(content)
-    with pytest.raises(langid.LanguageModelMissing, match=needle.replace("(", r"\(").replace(")", r"\)")):
-        langid.check_model_file(str(path))
+    with pytest.raises(lid_model.LanguageModelMissing, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        lid_model.check_model_file(str(path))
 
 
 def test_a_lid_176_ftz_of_another_size_is_damaged(tmp_path):
-    real = langid.default_model_path()
+    real = lid_model.default_model_path()
     cut = tmp_path / "lid.176.ftz"
     cut.write_bytes(open(real, "rb").read()[:400_000])
-    with pytest.raises(langid.LanguageModelMissing, match="is 400000 bytes, not lid.176.ftz's 938013"):
-        langid.check_model_file(str(cut))
-    assert langid.check_model_file(real) == real
+    with pytest.raises(lid_model.LanguageModelMissing, match="is 400000 bytes, not lid.176.ftz's 938013"):
+        lid_model.check_model_file(str(cut))
+    assert lid_model.check_model_file(real) == real

@@ -182,6 +182,16 @@ def test_french_patterns_are_unchanged_for_french():
     assert drift.echo_regexes("fr") == tuple(drift._ECHO_RE)
 
 
+@pytest.mark.parametrize("lang", TARGETS)
+def test_each_echo_pattern_is_searched_only_where_its_word_is(lang):
+    """A pattern is searched only in a text that holds its word: the word is a part of the
+    pattern that every match holds, written in it as it is."""
+    searches = drift.echo_searches(lang)
+    assert [r for _, r in searches] == list(drift.echo_regexes(lang))
+    for need, r in searches:
+        assert need and re.escape(need) in r.pattern, (lang, need, r.pattern)
+
+
 def test_neutral_names_rename_every_french_metric():
     assert drift.neutral_names({"fully_french": 1, "french_turn_3": 0, "last3_french": 1, "echo_rate": 0}) == {
         "fully_target": 1, "target_turn_3": 0, "last3_target": 1, "echo_rate": 0}

@@ -2,13 +2,16 @@
 language"): stretches said before (numbers aside), short lines written again, one
 character or a short unit written over and over, and the repeated share counted over a
 text's pieces as one text."""
+import re
+import unicodedata
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from support.prose import FRENCH, numbered_list
 
 from drift_eval.metrics import langid
-from drift_eval.metrics.text import fold, line_shares, loop_shares, repeated_shares, run_shares, stretch_shares
+from drift_eval.metrics.text import MARKS, fold, line_shares, loop_shares, repeated_shares, run_shares, stretch_shares
 from drift_eval.metrics.text import _repeated, ngrams
 
 
@@ -44,6 +47,38 @@ def test_folding_a_text_keeps_its_lines(piece):
     """``line_shares`` folds each piece once and cuts the folded text into lines: the same
     lines as folding each line of it on its own."""
     assert fold(piece).split("\n") == [fold(line) for line in piece.split("\n")]
+
+
+def _fold_one_character_at_a_time(text: str) -> str:
+    """``text.fold`` as rule 2.3 was frozen with it: every character in turn, each mark read
+    against the last letter before it (the reference for the faster fold)."""
+    decomposed = unicodedata.normalize("NFKD", (text or "").lower().replace("ı", "i"))
+    out, base = [], ""
+    for c in decomposed:
+        if unicodedata.combining(c):
+            if base and (not (base < "\u0370" or "\u1e00" <= base <= "\u1eff")) and (
+                    re.match(f"[{MARKS}]", c) or len(unicodedata.normalize("NFC", base + c)) == 1):
+                out.append(c)
+            continue
+        out.append(c)
+        base = c
+    return unicodedata.normalize("NFC", "".join(out))
+
+
+#: letters and marks of every script the rule reads, and some it does not: Latin accents,
+#: Cyrillic (й, stress accents), Arabic and Devanagari signs, kana voicing marks, Hebrew
+#: points, Thai tone marks, Hangul, and marks with no letter before them
+_FOLD_ALPHABET = ("aeiouAEIOUıIçéèêëàâîïôûüÿñœ\u0301\u0300\u0308\u0327 \n-\t"
+                  "йЙёЁиИаеоу\u0306\u0301\u0483\u0489бвгд"
+                  "مرحباكتب\u064b\u064e\u0650\u0651\u0652\u0670\u06d6\u06e4"
+                  "नमस्तेकखग\u093c\u0941\u094d\u0902\u0951\u0962"
+                  "かがはばぱカガハ\u3099\u309a漢字한국어\u1100\u1161"
+                  "שלום\u05b0\u05b8\u05bcสวัสดี\u0e48\u0e49ᾳἀ\u0345ﬁ①")
+
+
+@given(st.text(alphabet=_FOLD_ALPHABET, max_size=80) | st.text(max_size=80))
+def test_folding_reads_each_mark_against_the_letter_before_it_as_it_always_did(text):
+    assert fold(text) == _fold_one_character_at_a_time(text)
 
 
 def test_the_run_share_counts_one_character_written_over_and_over():

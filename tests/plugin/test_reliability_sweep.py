@@ -20,7 +20,7 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from drift_eval.measure.calibration import head_gammas, model_fingerprint
-from drift_eval.metrics import langid
+from drift_eval.metrics import lid_model
 from drift_eval.taskdata.french import calibration_prompt
 from support.checks import Planted
 from support.commands import DRIFT_EVAL, ENV, run_drift_eval, run_lm_eval
@@ -279,7 +279,7 @@ def test_other_packages_broken_entry_points_do_not_break_lm_eval(tmp_path):
 
 def test_a_truncated_language_model_never_crashes_the_interpreter(tmp_path):
     cut = tmp_path / "lid-copy.ftz"
-    cut.write_bytes(open(langid.default_model_path(), "rb").read()[:400_000])
+    cut.write_bytes(open(lid_model.default_model_path(), "rb").read()[:400_000])
     # the control: fastText itself fails on this file. It reads header fields past the end of
     # the file, so what it does depends on memory: most runs die with a segmentation fault,
     # some raise its "Please download the updated model" error instead
@@ -288,9 +288,9 @@ def test_a_truncated_language_model_never_crashes_the_interpreter(tmp_path):
                            capture_output=True, timeout=300)
     assert crash.returncode == -signal.SIGSEGV or (
         crash.returncode == 1 and b"Please download the updated model" in crash.stderr), crash
-    code = ("import sys; from drift_eval.metrics import langid\n"
-            "try:\n    langid.identify('Le chat dort paisiblement sur le canapé.')\n"
-            "except langid.LanguageModelMissing as exc:\n    print(exc)\n")
+    code = ("import sys; from drift_eval.metrics import lid_model\n"
+            "try:\n    lid_model.identify('Le chat dort paisiblement sur le canapé.')\n"
+            "except lid_model.LanguageModelMissing as exc:\n    print(exc)\n")
     env = dict(os.environ, **ENV, DRIFT_LID_MODEL=str(cut))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == (
