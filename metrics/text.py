@@ -62,8 +62,10 @@ def fold(text: str) -> str:
     marks = "".join(sorted(c for c in set(decomposed) if unicodedata.combining(c)))
     if not marks:
         return unicodedata.normalize("NFC", decomposed)
+    after_latin, runs = _mark_runs(marks)
+    decomposed = after_latin.sub("", decomposed)  # a Latin letter keeps no mark
     out, last = [], 0
-    for m in _mark_runs(marks).finditer(decomposed):
+    for m in runs.finditer(decomposed):
         a, b = m.span()
         out.append(decomposed[last:a])
         base = decomposed[a - 1] if a else ""
@@ -75,9 +77,11 @@ def fold(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=1 << 10)
-def _mark_runs(marks: str) -> re.Pattern:
-    """A pattern matching runs of the combining ``marks``."""
-    return re.compile(f"[{re.escape(marks)}]+")
+def _mark_runs(marks: str) -> tuple[re.Pattern, re.Pattern]:
+    """Patterns matching runs of the combining ``marks``: those that follow a Latin letter
+    (or any character before Greek: ``_keeps_mark`` keeps none of their marks), and all."""
+    run = f"[{re.escape(marks)}]+"
+    return re.compile(f"(?<![{re.escape(marks)}])(?<=[\x00-\u036f\u1e00-\u1eff]){run}"), re.compile(run)
 
 
 _MARK_RE = re.compile(f"[{MARKS}]")
@@ -103,7 +107,8 @@ def word_tokens(text: str) -> tuple[str, ...]:
 
 
 def ngrams(ws: list, n: int) -> list[tuple]:
-    return [tuple(ws[i : i + n]) for i in range(len(ws) - n + 1)]
+    """Every run of ``n`` consecutive items of ``ws``, in order, as tuples."""
+    return list(zip(*(ws[i:] for i in range(n))))
 
 
 def repeated_shares(pieces: list[str], n: int = REPEAT_N) -> list[float]:

@@ -5,7 +5,7 @@ text's pieces as one text."""
 import re
 import unicodedata
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from support.prose import FRENCH, numbered_list
@@ -76,6 +76,7 @@ _FOLD_ALPHABET = ("aeiouAEIOUıIçéèêëàâîïôûüÿñœ\u0301\u0300\u0308
                   "שלום\u05b0\u05b8\u05bcสวัสดี\u0e48\u0e49ᾳἀ\u0345ﬁ①")
 
 
+@settings(max_examples=500)
 @given(st.text(alphabet=_FOLD_ALPHABET, max_size=80) | st.text(max_size=80))
 def test_folding_reads_each_mark_against_the_letter_before_it_as_it_always_did(text):
     assert fold(text) == _fold_one_character_at_a_time(text)
@@ -123,3 +124,8 @@ def test_the_repeated_share_is_counted_over_the_pieces_as_one_text(all_words, n)
             seen.add(g)
         expected.append(repeats / len(mine) if mine else 0.0)
     assert _repeated(all_words, n) == expected
+
+
+@given(st.lists(st.sampled_from("abc"), max_size=30), st.integers(1, 10))
+def test_ngrams_are_every_run_of_n_words_in_order(ws, n):
+    assert ngrams(ws, n) == [tuple(ws[i:i + n]) for i in range(len(ws) - n + 1)]
