@@ -32,6 +32,7 @@ _LATIN = re.compile("[A-z]")             # langdetect's 'A' <= ch <= 'z' (the si
 _NON_LATIN = re.compile("[\u0300-\U0010ffff]")  # ch >= U+0300; langdetect's block test beside it is never false
 _LATIN_OUT = re.compile("[A-z]+")
 WORDS_CACHED = 1 << 16  # distinct (word, followed by a space) pairs whose n-grams are kept
+WINDOWS_CACHED = 1 << 16  # distinct three-character windows whose n-grams are kept
 ARRAYS_CACHED = 1 << 15  # distinct n-grams whose 55 probabilities are kept as an array (about 14 MB)
 
 
@@ -116,21 +117,34 @@ def _detector_class():
     table: dict = {}
     known = _factory().word_lang_prob_map
 
+    def ending_at(window: str) -> tuple:
+        # the known 1-, 2- and 3-grams that end at the window's last character (a window of two
+        # or three); none inside a capitalised word, which langdetect skips
+        if window[-1].isupper() and window[-2].isupper():
+            return ()
+        return tuple(w for w in (window[-1], window[-2:], window)[:len(window)] if w != " " and w in known)
+
+    windows: dict = {}
+
     @functools.lru_cache(maxsize=WORDS_CACHED)
     def word_ngrams(word: str, spaced: bool) -> tuple:
+        # langdetect's, character by character: at the second character its 1- and 2-gram, at
+        # each later one its 1-, 2- and 3-gram; each three-character window's are read once
         s = f" {word} " if spaced else f" {word}"
-        out = []
-        for i in range(1, len(s)):
-            if s[i].isupper() and s[i - 1].isupper():  # langdetect skips the inside of capitalised words
-                continue
-            for n in range(1, min(3, i + 1) + 1):
-                w = s[i + 1 - n:i + 1]
-                if w != " " and w in known:
-                    out.append(w)
+        out = list(ending_at(s[:2])) if len(s) > 1 else []
+        for i in range(2, len(s)):
+            window = s[i - 2:i + 1]
+            grams = windows.get(window)
+            if grams is None:
+                grams = ending_at(window)
+                if len(windows) < WINDOWS_CACHED:
+                    windows[window] = grams
+            out += grams
         return tuple(out)
 
     Detector.word_ngrams = staticmethod(word_ngrams)
     Detector.row = staticmethod(row)
+    Detector.windows = windows
     return Detector
 
 
@@ -138,6 +152,7 @@ def clear_cache() -> None:
     """Forget the words' n-grams read so far (benchmarks time a cold start with it)."""
     _detector_class().word_ngrams.cache_clear()
     _detector_class().row.cache_clear()
+    _detector_class().windows.clear()
 
 
 def detect(text: str) -> str:

@@ -98,6 +98,7 @@ ENGLISH_FUNCTION_WORDS = frozenset(
     "will they their there which would what when how these those been has had were".split())
 _CODE_RE = re.compile(r"```.*?(?:```|$)|`[^`\n]*`|https?://\S+|\S+@\S+\.\w+", re.S)
 _QUOTED_RE = re.compile(r"«[^»]{0,200}»|“[^”]{0,200}”|\"[^\"\n]{0,200}\"")
+_NOT_BREAK = re.compile(r"[^\n]")
 _NAME_RE = re.compile(r"(?<=[\w,;] )[A-ZÀ-Ý][\w'’-]*")  # capitalised inside a sentence: a name
 
 
@@ -210,9 +211,11 @@ def opened_at(text: str, starts: list[int]) -> list[str]:
     does (a segment that begins inside ``"cat"が"dog"`` would otherwise pair ``"が"``)."""
     code = [(m.start(), m.end(), "```" if m.group().startswith("```") else "`")
             for m in _CODE_RE.finditer(text or "") if m.group().startswith("`")]
-    blank = list(text or "")
+    blank, last = [], 0  # the text with its code blanked out, line breaks kept
     for a, b, _ in code:
-        blank[a:b] = [c if c == "\n" else " " for c in blank[a:b]]
+        blank += [(text or "")[last:a], _NOT_BREAK.sub(" ", text[a:b])]
+        last = b
+    blank.append((text or "")[last:])
     quotes = [(m.start(), m.end(), m.group()[0]) for m in _QUOTED_RE.finditer("".join(blank))]
     out = []
     for at in starts:
