@@ -5,14 +5,15 @@ it character by character, ``cleaning_text`` counts its scripts, and ``_extract_
 runs every character through ``NGram.add_char``, which looks up the character's Unicode
 block each time. On a forced 2 048-token answer that is about three quarters of the
 cross-check's time. ``Detector`` here is langdetect's ``Detector`` with those three steps
-written over whole strings (regular expressions, and one ``NGram.normalize`` call per
-distinct character), so that it reaches langdetect's own sampling (``_detect_block``,
-untouched: the same seeded random draws over the same n-gram list) with the same text and
-the same n-grams. Its sampling loop is langdetect's own too, with the 55 languages'
-probabilities held in one NumPy array instead of a list: each update multiplies them by the
-same sums, and each normalisation divides them by the same sequential sum, element by
-element, so every probability is the same float (``ARRAYS_CACHED`` n-grams' rows are kept as
-arrays). ``tests/maths/test_langid.py`` checks the n-grams and the probabilities, and the verdicts,
+written over whole strings (regular expressions, NumPy's counts over the code points, and
+one ``NGram.normalize`` call per distinct character), so that it reaches langdetect's
+sampling with the same text and the same n-grams. Its sampling (``_detect_block``) is
+langdetect's, step for step: the same seeded random draws over the same n-gram list, with
+the 55 languages' probabilities held in one NumPy array instead of a list. Each update
+multiplies them by the same sums (each n-gram's summed once per trial), and each
+normalisation divides them by the same sequential sum, element by element, so every
+probability is the same float (``ARRAYS_CACHED`` n-grams' rows are kept as arrays).
+``tests/maths/test_langid.py`` checks the n-grams and the probabilities, and the verdicts,
 against langdetect's own classes on every committed answer and on generated text.
 
 It also keeps a factory of its own (langdetect's profiles, seed 0) instead of setting the
@@ -28,8 +29,6 @@ from drift_eval.metrics import langid
 
 UNKNOWN = "unknown"
 _SPACES = re.compile(" {2,}")
-_LATIN = re.compile("[A-z]")             # langdetect's 'A' <= ch <= 'z' (the six signs between included)
-_NON_LATIN = re.compile("[\u0300-\U0010ffff]")  # ch >= U+0300; langdetect's block test beside it is never false
 _LATIN_OUT = re.compile("[A-z]+")
 WORDS_CACHED = 1 << 16  # distinct (word, followed by a space) pairs whose n-grams are kept
 WINDOWS_CACHED = 1 << 16  # distinct three-character windows whose n-grams are kept
@@ -50,22 +49,25 @@ def _factory():
 def _detector_class():
     import numpy  # deferred, start-up: loads numpy
     from langdetect.detector import Detector as Stock  # deferred, start-up: loads langdetect
+    from langdetect.lang_detect_exception import ErrorCode, LangDetectException  # deferred, start-up: loads langdetect
     from langdetect.utils.ngram import NGram  # deferred, start-up: loads langdetect
 
     class Detector(Stock):
-        trial_alpha = None  # the alpha of the trial under way, and its n-grams' factors
-        factors: dict = {}
-
         def append(self, text):
+            # langdetect's three substitutions, each skipped where it cannot match (no "@" for
+            # an address, none of the five marks that Vietnamese letters are composed with)
             text = self.URL_RE.sub(" ", text)
-            text = self.MAIL_RE.sub(" ", text)
-            text = NGram.normalize_vi(text)
+            text = self.MAIL_RE.sub(" ", text) if "@" in text else text
+            text = NGram.normalize_vi(text) if any(mark in text for mark in NGram.DMARK_CLASS) else text
             # langdetect keeps a space only where the character before it (in the text, up to
             # max_text_length characters) is not one
             self.text += _SPACES.sub(" ", text[:self.max_text_length])
 
         def cleaning_text(self):
-            if len(_LATIN.findall(self.text)) * 2 < len(_NON_LATIN.findall(self.text)):
+            # langdetect's counts of the characters 'A' to 'z' and of those from U+0300 on
+            # (its block test beside it is never false), over the code points at once
+            codes = numpy.frombuffer(self.text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+            if numpy.count_nonzero((codes >= 0x41) & (codes <= 0x7a)) * 2 < numpy.count_nonzero(codes >= 0x300):
                 self.text = _LATIN_OUT.sub("", self.text)
 
         def _extract_ngrams(self):
@@ -83,26 +85,42 @@ def _detector_class():
         def _init_probability(self):
             return numpy.array(super()._init_probability())
 
-        def _update_lang_prob(self, prob, word, alpha):
-            # langdetect's: prob[i] *= weight + lang_prob_map[i], for every language at once;
-            # a trial draws one alpha, so each n-gram's factors are summed once per trial
-            if word is None or word not in known:
-                return False
-            if alpha != self.trial_alpha:
-                self.trial_alpha, self.factors = alpha, {}
-            factor = self.factors.get(word)
-            if factor is None:
-                factor = self.factors[word] = alpha / self.BASE_FREQ + row(word)
-            prob *= factor
-            return True
+        def _detect_block(self):
+            # langdetect's, step for step with the same seeded draws: each trial draws an alpha,
+            # then n-grams one by one, multiplying every language's probability by the n-gram's
+            # factor (weight + its probability there; summed once per n-gram and trial), and
+            # every fifth draw normalises and stops once one language holds nearly all
+            self.cleaning_text()
+            ngrams = self._extract_ngrams()
+            if not ngrams:
+                raise LangDetectException(ErrorCode.CantDetectError, "No features in text.")
+            draw = self.random
+            draw.seed(self.seed)
+            langprob = numpy.zeros(len(self.langlist))
+            for _ in range(self.n_trial):
+                prob = self._init_probability()
+                weight = (self.alpha + draw.gauss(0.0, 1.0) * self.ALPHA_WIDTH) / self.BASE_FREQ
+                factors: dict = {}
+                i = 0
+                while True:
+                    word = draw.choice(ngrams)
+                    factor = factors.get(word)
+                    if factor is None:
+                        factor = factors[word] = weight + row(word)
+                    prob *= factor
+                    if i % 5 == 0 and (_normalize(prob) > self.CONV_THRESHOLD or i >= self.ITERATION_LIMIT):
+                        break
+                    i += 1
+                langprob += prob / self.n_trial
+            self.langprob = langprob.tolist()
 
-        def _normalize_prob(self, prob):
-            # langdetect's: the sum taken in order, each probability divided by it, the largest
-            total = sum(prob.tolist())
-            if not total:
-                raise ZeroDivisionError("float division by zero")  # as langdetect's own division
-            prob /= total
-            return max(0.0, float(prob.max()))
+    def _normalize(prob) -> float:
+        # langdetect's: the sum taken in order, each probability divided by it, the largest
+        total = sum(prob.tolist())
+        if not total:
+            raise ZeroDivisionError("float division by zero")  # as langdetect's own division
+        prob /= total
+        return max(0.0, float(prob.max()))
 
     @functools.lru_cache(maxsize=ARRAYS_CACHED)
     def row(word: str):

@@ -13,7 +13,7 @@ import string
 
 from drift_eval.metrics import crosscheck, langid, lid_model, wordcut
 from drift_eval.metrics.languages import language
-from drift_eval.metrics.text import CJK, fold
+from drift_eval.metrics.text import CJK, fold, ngrams
 from drift_eval.metrics.values import ListValue
 
 ECHO_PATTERNS = [
@@ -40,10 +40,6 @@ ECHO_PATTERNS_EN = [
 ECHO_NGRAM = 5
 #: metric tokens per segment of a language timeline
 SEGMENT_TOKENS = 128
-
-
-def _ngrams(words: list[str], n: int) -> set[tuple[str, ...]]:
-    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
 @functools.lru_cache(maxsize=None)
@@ -84,15 +80,15 @@ def echo_searches(lang: str = "fr") -> tuple:
 
 @functools.lru_cache(maxsize=64)
 def _instruction_ngrams(instruction: str, n: int) -> frozenset:
-    return frozenset(_ngrams(langid.WORD_RE.findall(fold(instruction)), n))
+    return frozenset(ngrams(langid.WORD_RE.findall(fold(instruction)), n))
 
 
 def restates_instruction(text: str, instruction: str = "", n: int = ECHO_NGRAM, lang: str = "fr") -> bool:
     folded = fold(text)
     if any(need in folded and r.search(folded) for need, r in echo_searches(lang)):
         return True
-    if instruction:
-        return not _instruction_ngrams(instruction, n).isdisjoint(_ngrams(langid.WORD_RE.findall(folded), n))
+    if instruction:  # the text's n-grams read until one is the instruction's
+        return not _instruction_ngrams(instruction, n).isdisjoint(ngrams(langid.WORD_RE.findall(folded), n))
     return False
 
 
@@ -352,7 +348,7 @@ def score_response(text: str, instruction: str = "", lang: str = "fr", segment_s
     prose = _prose(timeline)
     starts = bool(prose) and prose[0] == lang
     later = any(e != lang for e in prose[1:])
-    _, second = langid.halves(text)
+    second = langid.second_half(text)
     second_lang = lid_model.identify(second).lang
     detected = crosscheck.detect(text)
     end, chars, tokens = meta.get("natural_end"), meta.get("natural_end_chars"), meta.get("tokens")

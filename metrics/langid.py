@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import os
 import re
 from dataclasses import dataclass
@@ -79,11 +80,12 @@ def segment_spans(text: str, size: int = 128, whole_tail: bool = False) -> list[
     return [(a, b) for a, b in zip(starts, [*starts[1:], len(text or "")])]
 
 
-def halves(text: str) -> tuple[str, str]:
-    """First and second half of ``text`` by metric tokens."""
-    toks = tokens(text)
-    mid = len(toks) // 2
-    return " ".join(toks[:mid]), " ".join(toks[mid:])
+def second_half(text: str) -> str:
+    """The second half of ``text`` by metric tokens (with the middle one of an odd number),
+    its tokens joined by spaces: those of the text from the middle token's start on."""
+    text = text or ""
+    starts = token_starts(text)
+    return " ".join(tokens(text[starts[len(starts) // 2]:])) if starts else ""
 
 
 # ---------------------------------------------------------------------------- the segment rule
@@ -96,10 +98,14 @@ FRENCH_FUNCTION_WORDS = frozenset(
 ENGLISH_FUNCTION_WORDS = frozenset(
     "the and of to is in that it for with you this are be was on as by at from your have not or an can "
     "will they their there which would what when how these those been has had were".split())
-_CODE_RE = re.compile(r"```.*?(?:```|$)|`[^`\n]*`|https?://\S+|\S+@\S+\.\w+", re.S)
+#: code, URLs and e-mail addresses, removed before fastText: the alternatives of one pattern,
+#: in order, each with what a text must hold for it to match there (``_code_in``)
+_CODE_PARTS = (("`", r"```.*?(?:```|$)|`[^`\n]*`"), ("://", r"https?://\S+"), ("@", r"\S+@\S+\.\w+"))
 _QUOTED_RE = re.compile(r"«[^»]{0,200}»|“[^”]{0,200}”|\"[^\"\n]{0,200}\"")
 _NOT_BREAK = re.compile(r"[^\n]")
-_NAME_RE = re.compile(r"(?<=[\w,;] )[A-ZÀ-Ý][\w'’-]*")  # capitalised inside a sentence: a name
+#: a word capitalised inside a sentence (after a word, a comma or a semicolon and a space): a
+#: name; its capital is searched for first, then the two characters before it
+_NAME_RE = re.compile(r"[A-ZÀ-Ý](?<=[\w,;] [A-ZÀ-Ý])[\w'’-]*")
 
 
 @dataclass(frozen=True)
@@ -158,10 +164,24 @@ class SegmentLabel:
         return self.lang if self.status in (KEPT, LEFT) else self.status
 
 
+def _code_in(text: str) -> re.Pattern | None:
+    """The pattern of ``_CODE_PARTS`` without the alternatives that cannot match in ``text``
+    (the same matches, less searching), or None when none can."""
+    return _code_pattern(tuple(need in text for need, _ in _CODE_PARTS))
+
+
+@functools.lru_cache(maxsize=8)
+def _code_pattern(present: tuple) -> re.Pattern | None:
+    parts = [part for (_, part), here in zip(_CODE_PARTS, present) if here]
+    return re.compile("|".join(parts), re.S) if parts else None
+
+
 def clean_for_lid(text: str) -> str:
     """The prose of a segment: code, URLs, quoted titles, capitalised names inside sentences
     and markdown markup removed (they carry the names and code, not the answer's language)."""
-    text = _CODE_RE.sub(" ", text or "")
+    text = text or ""
+    code = _code_in(text)
+    text = code.sub(" ", text) if code else text
     text = _QUOTED_RE.sub(" ", text)
     text = _NAME_RE.sub(" ", text)
     text = re.sub(r"[#*_|>\-=~`]+", " ", text)
@@ -209,8 +229,9 @@ def opened_at(text: str, starts: list[int]) -> list[str]:
     has lost its opening mark; with it put back, the cleaning removes what the whole answer
     shows to be code or quoted, and pairs the segment's own quotation marks as the answer
     does (a segment that begins inside ``"cat"が"dog"`` would otherwise pair ``"が"``)."""
+    found = _code_in(text or "") if "`" in (text or "") else None  # no code span without a backtick
     code = [(m.start(), m.end(), "```" if m.group().startswith("```") else "`")
-            for m in _CODE_RE.finditer(text or "") if m.group().startswith("`")]
+            for m in (found.finditer(text) if found else ()) if m.group().startswith("`")]
     blank, last = [], 0  # the text with its code blanked out, line breaks kept
     for a, b, _ in code:
         blank += [(text or "")[last:a], _NOT_BREAK.sub(" ", text[a:b])]
@@ -285,7 +306,7 @@ def _written(spec, decided: str, reason: str, text: str, loop: float, rule) -> t
     of the target's script when the rule gives it the target."""
     if decided == UNKNOWN:
         return (DEGENERATE if reason == "loop" else UNREADABLE), reason, None
-    if sum(w[0].isalpha() for w in word_tokens(text)) < MIN_WORDS:
+    if len(list(itertools.islice((w for w in word_tokens(text) if w[0].isalpha()), MIN_WORDS))) < MIN_WORDS:
         return UNREADABLE, "no_letters", None  # digits and symbols that fastText still gives a label
     counts = script_counts(text)
     script = max(counts, key=counts.get)

@@ -149,9 +149,15 @@ def _korean_known(word: str, known_words: frozenset) -> bool:
     return any(word[:i] in known_words and word[i:] in known_words for i in range(len(word) - 1, 1, -1))
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _checked(word: str, script: str) -> bool:
+    """Whether ``word`` is one to check in ``script``: it begins with a letter of that script
+    and holds no digit (each distinct word is read once, for the last many asked)."""
+    return bool(SCRIPT_LETTERS[script].match(word)) and not _DIGIT.search(word)
+
+
 def _spaced(text: str, lang: str, script: str) -> tuple[int, int]:
-    letters = SCRIPT_LETTERS[script]
-    words = [w for w in word_tokens(fold(text)) if letters.match(w) and not _DIGIT.search(w)]
+    words = [w for w in word_tokens(fold(text)) if _checked(w, script)]
     known_words = word_list(lang)
     if lang == "ko":
         return sum(_korean_known(w, known_words) for w in words), len(words)

@@ -1,8 +1,10 @@
 """Word-level text helpers shared by the metrics: accent folding, word tokens, n-grams and
-repetition. Pure Python."""
+repetition. Python's strings and regular expressions, and NumPy for one check over a
+text's code points (``_may_repeat``)."""
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import unicodedata
 
@@ -80,8 +82,9 @@ def fold(text: str) -> str:
 def _mark_runs(marks: str) -> tuple[re.Pattern, re.Pattern]:
     """Patterns matching runs of the combining ``marks``: those that follow a Latin letter
     (or any character before Greek: ``_keeps_mark`` keeps none of their marks), and all."""
-    run = f"[{re.escape(marks)}]+"
-    return re.compile(f"(?<![{re.escape(marks)}])(?<=[\x00-\u036f\u1e00-\u1eff]){run}"), re.compile(run)
+    mark = f"[{re.escape(marks)}]"
+    # a run's first mark, searched for first (the fast way), then the character before it
+    return re.compile(f"{mark}(?<!{mark}.)(?<=[\x00-\u036f\u1e00-\u1eff].){mark}*"), re.compile(f"{mark}+")
 
 
 _MARK_RE = re.compile(f"[{MARKS}]")
@@ -174,16 +177,22 @@ def line_shares(pieces: list[str]) -> list[float]:
     item, a table row or a heading written again, however short (renumbered, or with other
     symbols, it is the same line: lines are compared by their words, numbers aside). A line
     that a piece boundary cuts is two lines; a line's first occurrence does not count."""
-    return _lines([fold(p) for p in pieces])
+    return _lines([_line_words(fold(p)) for p in pieces])
 
 
-def _lines(folded: list[str]) -> list[float]:
+def _line_words(folded: str) -> list[list[str]]:
+    """The words of each line of a folded piece (folding keeps every line break where it
+    was; no word runs over a line break, so a piece's words are its lines' in order)."""
+    return [WORD_RE.findall(line) for line in folded.split("\n")]
+
+
+def _lines(all_lines: list[list[list[str]]]) -> list[float]:
     seen: set = set()
     out = []
-    for piece in folded:
+    for lines in all_lines:
         total = repeated = 0
-        for line in piece.split("\n"):  # folding keeps every line break where it was
-            ws = tuple(w for w in WORD_RE.findall(line) if not w.isdigit())
+        for line in lines:
+            ws = tuple(w for w in line if not w.isdigit())
             if not ws:
                 continue
             total += len(ws)
@@ -198,20 +207,47 @@ def run_shares(pieces: list[str]) -> list[float]:
     written ``RUN_LEAST`` or more times in a row ("тттттттт", "－－－－－－－－",
     "0.000000000000"), runs of markup (``RUN_MARKUP``: table rules, separators) aside, or
     inside a run of one unit of two to four characters, a letter among them and no markup,
-    written ``UNIT_LEAST`` or more times in a row (rule 2.3: "sunucusunuzunuzunuzunuz")."""
+    written ``UNIT_LEAST`` or more times in a row (rule 2.3: "sunucusunuzunuzunuzunuz").
+    Only a piece that holds such a repetition at all (``_may_repeat``) is searched."""
+    all_chars = ["".join((piece or "").split()) for piece in pieces]
     out = []
-    for piece in pieces:
-        chars = "".join((piece or "").split())
+    for chars, search in zip(all_chars, _may_repeat(all_chars)):
         inside = [False] * len(chars)
-        for m in _RUN_RE.finditer(chars):
+        for m in _RUN_RE.finditer(chars) if search else ():
             if m.group(1) not in RUN_MARKUP:
                 inside[m.start():m.end()] = [True] * (m.end() - m.start())
-        for m in _UNIT_RE.finditer(chars):
+        for m in _UNIT_RE.finditer(chars) if search else ():
             unit = m.group(1)
             if any(c.isalpha() for c in unit) and len(set(unit)) > 1 and not set(unit) & set(RUN_MARKUP):
                 inside[m.start():m.end()] = [True] * (m.end() - m.start())
         out.append(sum(inside) / len(chars) if chars else 0.0)
     return out
+
+
+#: (unit length, how many of its characters in a row equal the one a unit later): what a
+#: run of ``_RUN_RE`` (one character ``RUN_LEAST`` times) and of ``_UNIT_RE`` (a unit of two
+#: to four ``UNIT_LEAST`` times) needs
+_PERIODS = ((1, RUN_LEAST - 1), *((n, n * (UNIT_LEAST - 1)) for n in (2, 3, 4)))
+
+
+def _may_repeat(all_chars: list[str]) -> list[bool]:
+    """For consecutive pieces of one text (spaces removed), whether each holds a stretch that
+    repeats with a period of one to four characters as long as a run of ``run_shares``
+    needs: a piece without one has no run, and its regular expressions need not search it.
+    Read once over the whole text, by code points."""
+    import numpy  # deferred, start-up: loads numpy
+
+    ends = numpy.cumsum([len(chars) for chars in all_chars])
+    codes = numpy.frombuffer("".join(all_chars).encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    found = numpy.zeros(len(all_chars), dtype=bool)
+    for period, same in _PERIODS:
+        if len(codes) < period + same:
+            continue
+        equal = numpy.concatenate(([0], numpy.cumsum(codes[period:] == codes[:-period])))
+        starts = numpy.flatnonzero(equal[same:] - equal[:-same] == same)  # ``same`` equal in a row from each
+        piece = numpy.searchsorted(ends, starts, side="right")
+        found[piece[starts + same + period <= ends[numpy.minimum(piece, len(ends) - 1)]]] = True
+    return found.tolist()
 
 
 def loop_shares(pieces: list[str]) -> list[float]:
@@ -221,8 +257,8 @@ def loop_shares(pieces: list[str]) -> list[float]:
     (``stretch_shares``: items and paragraphs copied with a word swapped), the share of its
     words in lines said before (``line_shares``: short items and rows written again) and the
     share of its characters in runs of one character, or of one short unit (``run_shares``).
-    Each piece is folded once for the three word measures."""
-    folded = [fold(p) for p in pieces]
-    all_words = [WORD_RE.findall(f) for f in folded]
+    Each piece is folded, and its lines' words read, once for the three word measures."""
+    all_lines = [_line_words(fold(p)) for p in pieces]
+    all_words = [list(itertools.chain.from_iterable(lines)) for lines in all_lines]
     return [max(shares) for shares in zip(_repeated(all_words, REPEAT_N), _stretch(all_words, STRETCH_N),
-                                          _lines(folded), run_shares(pieces))]
+                                          _lines(all_lines), run_shares(pieces))]

@@ -1,6 +1,7 @@
 import glob
 import json
 import os
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -31,12 +32,11 @@ def test_multiline_text_is_flattened():
     assert lid_model.identify(FR.replace(" ", "\n", 3)).lang == "fr"
 
 
-def test_segments_and_halves_count_metric_tokens():
+def test_segments_and_the_second_half_count_metric_tokens():
     text = " ".join(["mot"] * 300)
     segs = langid.segments(text, 128)
     assert [len(s.split()) for s in segs] == [128, 128, 44]
-    first, second = langid.halves("a b c d, e")  # tokens: a b c d , e
-    assert first == "a b c" and second == "d , e"
+    assert langid.second_half("a b c d, e") == "d , e"  # tokens: a b c d , e
 
 
 def test_mixed_text_segments_switch_language():
@@ -130,6 +130,33 @@ def test_the_cross_checks_faster_reading_gives_langdetects_own_steps_on_generate
         _same_steps(t)
 
     check()
+
+
+#: the code, URL and e-mail pattern and the name pattern as rule 2.3 was frozen with them (the
+#: references for the pattern without the alternatives that cannot match, and for the name
+#: pattern that finds the capital first)
+_WHOLE_CODE_RE = re.compile(r"```.*?(?:```|$)|`[^`\n]*`|https?://\S+|\S+@\S+\.\w+", re.S)
+_FROZEN_NAME_RE = re.compile(r"(?<=[\w,;] )[A-ZÀ-Ý][\w'’-]*")
+_CODE_PIECES = st.sampled_from(["```", "`", "``", "x`y`", "https://a.b/c`d`", "http://x.y", "http:/", "://", "a@b.c", "@", "a@b",
+                                "`a@b.cd`", "\n", " ", "text", "«", "»", "\"", "é", "a Bc", ", Éd", "; X", "  Y", "\nZ", "D'Arc"])
+
+
+@settings(max_examples=500, derandomize=True, database=None, deadline=None)
+@given(st.lists(_CODE_PIECES | st.text(max_size=4), max_size=25).map("".join))
+def test_the_cleaning_finds_the_code_and_names_that_the_frozen_patterns_find(text):
+    found = langid._code_in(text)
+    whole = [m.span() for m in _WHOLE_CODE_RE.finditer(text)]
+    assert ([m.span() for m in found.finditer(text)] if found else []) == whole
+    cleaned = " ".join(re.sub(r"[#*_|>\-=~`]+", " ", _FROZEN_NAME_RE.sub(" ", langid._QUOTED_RE.sub(
+        " ", _WHOLE_CODE_RE.sub(" ", text)))).split())
+    assert langid.clean_for_lid(text) == cleaned
+
+
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@given(st.text(alphabet="ab ,.\n漢字\u0301\u093f-", max_size=40) | st.text(max_size=40))
+def test_the_second_half_is_the_tokens_from_the_middle_one_on(text):
+    toks = langid.tokens(text)
+    assert langid.second_half(text) == " ".join(toks[len(toks) // 2:])
 
 
 def test_the_cross_check_leaves_langdetects_shared_factory_alone():

@@ -12,7 +12,9 @@ from support.prose import FRENCH, numbered_list
 
 from drift_eval.metrics import langid
 from drift_eval.metrics.text import MARKS, fold, line_shares, loop_shares, repeated_shares, run_shares, stretch_shares
-from drift_eval.metrics.text import _repeated, ngrams
+from drift_eval.metrics.text import _RUN_RE as RUN_RE
+from drift_eval.metrics.text import _UNIT_RE as UNIT_RE
+from drift_eval.metrics.text import RUN_MARKUP, _repeated, ngrams
 
 
 def test_the_stretch_share_counts_runs_said_before_numbers_aside():
@@ -80,6 +82,46 @@ _FOLD_ALPHABET = ("aeiouAEIOUıIçéèêëàâîïôûüÿñœ\u0301\u0300\u0308
 @given(st.text(alphabet=_FOLD_ALPHABET, max_size=80) | st.text(max_size=80))
 def test_folding_reads_each_mark_against_the_letter_before_it_as_it_always_did(text):
     assert fold(text) == _fold_one_character_at_a_time(text)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.text(alphabet="ab1 \n\t.-é漢\u0301", max_size=40) | st.sampled_from(["a b a b\n", "1. a b\n"]),
+                max_size=10))
+def test_the_loop_share_is_the_largest_of_the_four_measures_each_read_on_its_own(pieces):
+    assert loop_shares(pieces) == [max(x) for x in zip(repeated_shares(pieces), stretch_shares(pieces),
+                                                       line_shares(pieces), run_shares(pieces))]
+
+
+def _run_shares_searching_every_piece(pieces: list[str]) -> list[float]:
+    """``text.run_shares`` as rule 2.3 was frozen with it: both patterns searched in every
+    piece (the reference for the search that skips pieces with no repetition in them)."""
+    out = []
+    for piece in pieces:
+        chars = "".join((piece or "").split())
+        inside = [False] * len(chars)
+        for m in RUN_RE.finditer(chars):
+            if m.group(1) not in RUN_MARKUP:
+                inside[m.start():m.end()] = [True] * (m.end() - m.start())
+        for m in UNIT_RE.finditer(chars):
+            unit = m.group(1)
+            if any(c.isalpha() for c in unit) and len(set(unit)) > 1 and not set(unit) & set(RUN_MARKUP):
+                inside[m.start():m.end()] = [True] * (m.end() - m.start())
+        out.append(sum(inside) / len(chars) if chars else 0.0)
+    return out
+
+
+#: short units, their repetitions and the markup around them, cut into pieces anywhere
+_RUN_PIECES = st.lists(st.text(alphabet="ab-|. \nтあ\ud800", max_size=30) | st.sampled_from(
+    ["ab" * 4, "abc" * 4, "abcd" * 4, "a" * 8, "a" * 7, "-" * 9, "unuz" * 5, "无|" * 5, "ababab", "т" * 12]), max_size=12)
+
+
+@settings(max_examples=500)
+@given(_RUN_PIECES, st.lists(st.integers(0, 400), max_size=6))
+def test_the_run_share_searches_only_pieces_with_a_repetition_and_finds_what_searching_all_does(parts, cuts):
+    text = "".join(parts)
+    bounds = sorted({0, len(text), *(c for c in cuts if c <= len(text))})
+    pieces = [text[a:b] for a, b in zip(bounds, bounds[1:])] or [text]
+    assert run_shares(pieces) == _run_shares_searching_every_piece(pieces)
 
 
 def test_the_run_share_counts_one_character_written_over_and_over():
