@@ -26,6 +26,7 @@ import functools
 import re
 
 from drift_eval.metrics import langid
+from drift_eval.metrics.text import code_points
 
 UNKNOWN = "unknown"
 _SPACES = re.compile(" {2,}")
@@ -66,7 +67,7 @@ def _detector_class():
         def cleaning_text(self):
             # langdetect's counts of the characters 'A' to 'z' and of those from U+0300 on
             # (its block test beside it is never false), over the code points at once
-            codes = numpy.frombuffer(self.text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+            codes = code_points(self.text)
             if numpy.count_nonzero((codes >= 0x41) & (codes <= 0x7a)) * 2 < numpy.count_nonzero(codes >= 0x300):
                 self.text = _LATIN_OUT.sub("", self.text)
 

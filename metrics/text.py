@@ -230,6 +230,14 @@ def run_shares(pieces: list[str]) -> list[float]:
 _PERIODS = ((1, RUN_LEAST - 1), *((n, n * (UNIT_LEAST - 1)) for n in (2, 3, 4)))
 
 
+def code_points(text: str):
+    """The code points of ``text`` as a NumPy array of unsigned 32-bit integers, one per
+    character (a lone surrogate as its own code point)."""
+    import numpy  # deferred, start-up: loads numpy
+
+    return numpy.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+
+
 def _may_repeat(all_chars: list[str]) -> list[bool]:
     """For consecutive pieces of one text (spaces removed), whether each holds a stretch that
     repeats with a period of one to four characters as long as a run of ``run_shares``
@@ -238,15 +246,15 @@ def _may_repeat(all_chars: list[str]) -> list[bool]:
     import numpy  # deferred, start-up: loads numpy
 
     ends = numpy.cumsum([len(chars) for chars in all_chars])
-    codes = numpy.frombuffer("".join(all_chars).encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    codes = code_points("".join(all_chars))
     found = numpy.zeros(len(all_chars), dtype=bool)
     for period, same in _PERIODS:
         if len(codes) < period + same:
             continue
         equal = numpy.concatenate(([0], numpy.cumsum(codes[period:] == codes[:-period])))
         starts = numpy.flatnonzero(equal[same:] - equal[:-same] == same)  # ``same`` equal in a row from each
-        piece = numpy.searchsorted(ends, starts, side="right")
-        found[piece[starts + same + period <= ends[numpy.minimum(piece, len(ends) - 1)]]] = True
+        piece = numpy.searchsorted(ends, starts, side="right")  # a start lies before the last end
+        found[piece[starts + same + period <= ends[piece]]] = True
     return found.tolist()
 
 
