@@ -54,15 +54,29 @@ def _numbers_aside(words: list, surface=lambda w: w) -> list:
     a word's text."""
     out, run = [], []
     for word in [*words, None]:
-        if word is not None and _NUMERAL.fullmatch(surface(word)):
+        if word is not None and _numeral(surface(word)):
             run.append(word)
             continue
-        if sum(len(surface(w)) for w in run) < 2:
-            out += run
-        run = []
+        if run:
+            if sum(len(surface(w)) for w in run) < 2:
+                out += run
+            run = []
         if word is not None:
             out.append(word)
     return out
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _numeral(word: str) -> bool:
+    """Whether ``word`` is made of Chinese and Japanese numerals alone (each distinct word
+    read once, for the last many asked)."""
+    return bool(_NUMERAL.fullmatch(word))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _han_count(word: str) -> int:
+    """The Han characters in ``word`` (each distinct word read once, for the last many asked)."""
+    return len(_HAN.findall(word))
 
 
 class WordListMissing(RuntimeError):
@@ -126,7 +140,7 @@ def _chinese(text: str) -> tuple[int, int]:
     known_words = word_list("zh")
     checked = known = 0
     for word in _numbers_aside(wordcut.chinese_words(_simplify()(text))):
-        n = len(_HAN.findall(word))
+        n = _han_count(word)
         checked += n
         known += n if n >= 2 and word in known_words else 0
     return known, checked

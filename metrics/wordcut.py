@@ -9,13 +9,25 @@ jieba cuts a text block by block, between its own separators (``jieba.re_han_def
 each block's words depend on that block alone, so each distinct block is cut once and
 remembered (``BLOCKS_CACHED`` of them, least recently used first out): the turns of a
 loop, and the answers of one prompt, repeat sentences, whose second reading costs a lookup.
-``tests/maths/test_langid_languages.py`` checks it against ``jieba.cut`` on every committed
-Chinese answer.
+
+A block of Han characters, letters and digits is cut by ``_cut_han``: jieba's own steps
+(``Tokenizer.get_DAG``, ``calc`` and ``__cut_DAG``, 0.42.1) with its dictionary and its HMM
+(``jieba.finalseg``), in less time. jieba builds the graph of dictionary words, then scores
+every route through it from the right, taking the logarithm of a word's count each time it
+meets it, in a generator for ``max``. Here the graph is scored as it is built, from the
+right, and each word's score (the logarithm of its count less that of the total: the same
+float, by the same two operations) is kept once computed. A route's score is the same sum in
+the same order, and a tie goes to the longer word, as ``max`` over (score, end) settles it:
+"等等等" is still "等" "等等". Every other block (punctuation, spaces) goes to ``jieba.cut``.
+``tests/maths/test_langid_languages.py`` checks the words against ``jieba.cut`` on every
+committed Chinese answer and on generated text (dictionary words, repeated characters,
+letters and digits between them).
 """
 from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Iterator
 
 #: distinct jieba blocks (runs of Han, letters and digits, or the text between them) whose
@@ -31,14 +43,81 @@ def _jieba():
     return jieba
 
 
+#: each dictionary word's (and lone character's) score, ``log(count or 1) - log(total)``,
+#: for the dictionary total it was computed with; bounded by the dictionary and the script
+_scores: dict = {}
+_scored_total: list = [None]
+
+
 @functools.lru_cache(maxsize=BLOCKS_CACHED)
 def _block_words(block: str) -> tuple[str, ...]:
-    return tuple(_jieba().cut(block))
+    jieba = _jieba()
+    if jieba.re_han_default.match(block):
+        return tuple(_cut_han(block, jieba))
+    return tuple(jieba.cut(block))
+
+
+def _cut_han(sentence: str, jieba) -> list[str]:
+    """``list(jieba.dt._Tokenizer__cut_DAG(sentence))`` for one block of Han characters,
+    letters and digits (the module's docstring says how)."""
+    tokenizer = jieba.dt
+    tokenizer.check_initialized()
+    freq, n = tokenizer.FREQ, len(sentence)
+    if _scored_total[0] != tokenizer.total:
+        _scores.clear()
+        _scored_total[0] = tokenizer.total
+    logtotal = math.log(tokenizer.total)
+    score, end = [0.0] * n + [0], [0] * n
+    for k in range(n - 1, -1, -1):
+        best, at, i, frag = None, k, k, sentence[k]
+        count = freq.get(frag)
+        while count is not None:  # the dictionary's words that begin at k, shortest first
+            if count:
+                s = _scores.get(frag)
+                if s is None:
+                    s = _scores[frag] = math.log(count) - logtotal
+                s += score[i + 1]
+                if best is None or s >= best:  # max over (score, end): a tie goes to the later end
+                    best, at = s, i
+            i += 1
+            if i == n:
+                break
+            frag = sentence[k:i + 1]
+            count = freq.get(frag)
+        if best is None:  # no word begins here: the character alone, counted once
+            s = _scores.get(sentence[k])
+            if s is None:
+                s = _scores[sentence[k]] = math.log(freq.get(sentence[k]) or 1) - logtotal
+            best = s + score[k + 1]
+        score[k], end[k] = best, at
+    words: list[str] = []
+    x, buf = 0, ""
+    while x < n:  # jieba's walk along the best route
+        y = end[x] + 1
+        if y - x == 1:
+            buf += sentence[x]
+        else:
+            _single(buf, words, freq, jieba)
+            buf = ""
+            words.append(sentence[x:y])
+        x = y
+    _single(buf, words, freq, jieba)
+    return words
+
+
+def _single(buf: str, words: list[str], freq: dict, jieba) -> None:
+    """jieba's single characters in a row, added to ``words``: one alone as it is, a run that
+    the dictionary holds character by character, any other run as its HMM cuts it."""
+    if len(buf) == 1:
+        words.append(buf)
+    elif buf:
+        words.extend(buf if freq.get(buf) else jieba.finalseg.cut(buf))
 
 
 def clear_cache() -> None:
-    """Forget the blocks cut so far (benchmarks time a cold start with it)."""
+    """Forget the blocks cut so far and the words' scores (benchmarks time a cold start with it)."""
     _block_words.cache_clear()
+    _scores.clear()
 
 
 def chinese_blocks(text: str) -> Iterator[tuple[str, ...]]:

@@ -3,9 +3,12 @@ recall for "left the target" on the held-out part of each language's hand-labell
 (tests/data/langid/), and the parts the rule is made of, on cases with known answers."""
 import glob
 import os
+import random
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from support.places import DATA, REPO
 
@@ -165,6 +168,49 @@ def test_chinese_words_are_jiebas_on_every_committed_chinese_answer_and_line():
             counted = len([w for w in jieba.cut(line) if w.strip()])
             assert drift.lcb_tokens(line, "zh") == [w for w in jieba.cut(line) if w.strip()]
             assert drift._has_tokens(line, "zh", 5) == (counted >= 5)
+
+
+#: a string where two routes through "等等等" tie ("等" "等等" or "等等" "等": the same two words),
+#: which jieba settles one way and a Rust port of it the other
+_TIED = "等等等零用金四七年先悉必具趸船直溜繄习与性成密得兰顺序排列軳不利因素琣歉打盐水飣"
+
+
+def _jieba_words(text: str) -> list[str]:
+    import jieba  # deferred, start-up: loads jieba
+
+    return list(jieba.cut(text))
+
+
+def test_chinese_blocks_are_cut_as_jieba_cuts_them_on_seeded_random_text():
+    """``wordcut``'s own route through a block (``_cut_han``) gives ``jieba.cut``'s words on
+    10 000 seeded random strings of jieba's dictionary words, parts of them, lone Han
+    characters and repeated characters, letters and digits (where routes tie), each cut
+    afresh, and on a string where two routes tie."""
+    wordcut._jieba().dt.check_initialized()
+    words = sorted(w for w, n in wordcut._jieba().dt.FREQ.items() if n)
+    chars = [chr(c) for c in range(0x4E00, 0x9FD6)]
+    repeated = ["等", "哈", "的", "了", "是", "一", "十", "a", "B", "1", "2.5", "%", "-", "#", "&", "_", ".", "+"]
+    rng = random.Random(0)
+    for _ in range(10_000):
+        parts = []
+        for _ in range(rng.randint(1, 30)):
+            r = rng.random()
+            parts.append(rng.choice(words) if r < 0.5 else rng.choice(chars) if r < 0.65
+                         else rng.choice(repeated) * rng.randint(1, 4) if r < 0.85 else rng.choice(words)[:rng.randint(1, 3)])
+        sentence = "".join(parts)
+        wordcut.clear_cache()
+        assert wordcut.chinese_words(sentence) == _jieba_words(sentence), sentence
+    wordcut.clear_cache()
+    assert wordcut.chinese_words(_TIED)[:2] == ["等", "等等"] == _jieba_words(_TIED)[:2]
+
+
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@given(st.lists(st.sampled_from(["等", "等等", "哈哈", "的", "是", "一", "十五", "三十", "中国", "北京大学", "研究生命",
+                                 "龘", "a", "B2", "3.5", "%", "-", "Problem-Solving", "，", "。", " ", "\n", "「", "」",
+                                 "優質", "テスト"]) | st.text(max_size=3), max_size=40).map("".join))
+def test_chinese_words_are_jiebas_on_generated_text(sentence):
+    wordcut.clear_cache()
+    assert wordcut.chinese_words(sentence) == _jieba_words(sentence)
 
 
 @pytest.mark.parametrize("lang, restated, plain", [
