@@ -67,7 +67,8 @@ def answers(lang: str) -> list[tuple[str, int]]:
 def _clear_caches() -> None:
     """Empty every cache the scoring keeps between answers (those a package has)."""
     crosscheck.clear_cache()
-    for name in ("text.fold", "text.word_tokens", "langid.token_starts", "langid._script_counts"):
+    for name in ("text.fold", "text.word_tokens", "langid.token_starts", "langid._script_counts", "lexicon._checked",
+                 "lexicon._numeral", "lexicon._han_count"):
         module, function = name.split(".")
         cached = getattr(importlib.import_module(f"drift_eval.metrics.{module}"), function, None)
         if hasattr(cached, "cache_clear"):  # a package from before they were remembered has none
