@@ -17,8 +17,9 @@ every route through it from the right, taking the logarithm of a word's count ea
 meets it, in a generator for ``max``. Here the graph is scored as it is built, from the
 right, and each word's score (the logarithm of its count less that of the total: the same
 float, by the same two operations) is kept once computed. A route's score is the same sum in
-the same order, and a tie goes to the longer word, as ``max`` over (score, end) settles it:
-"等等等" is still "等" "等等". Every other block (punctuation, spaces) goes to ``jieba.cut``.
+the same order, and of two routes from a character that score the same, the one whose first
+word is longer wins, as ``max`` over (score, end) settles it ("等等等" alone is "等等" "等").
+Every other block (punctuation, spaces) goes to ``jieba.cut``.
 ``tests/maths/test_langid_languages.py`` checks the words against ``jieba.cut`` on every
 committed Chinese answer and on generated text (dictionary words, repeated characters,
 letters and digits between them).
@@ -84,7 +85,7 @@ def _cut_han(sentence: str, jieba) -> list[str]:
                 break
             frag = sentence[k:i + 1]
             count = freq.get(frag)
-        if best is None:  # no word begins here: the character alone, counted once
+        if best is None:  # no dictionary word begins here: the character alone, as jieba scores it
             s = _scores.get(sentence[k])
             if s is None:
                 s = _scores[sentence[k]] = math.log(freq.get(sentence[k]) or 1) - logtotal

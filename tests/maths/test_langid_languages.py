@@ -170,8 +170,8 @@ def test_chinese_words_are_jiebas_on_every_committed_chinese_answer_and_line():
             assert drift._has_tokens(line, "zh", 5) == (counted >= 5)
 
 
-#: a string where two routes through "等等等" tie ("等" "等等" or "等等" "等": the same two words),
-#: which jieba settles one way and a Rust port of it the other
+#: a string where the two routes through "等等等" ("等" "等等" or "等等" "等": the same two words)
+#: score the same up to rounding, and jieba and a Rust port of it take different ones
 _TIED = "等等等零用金四七年先悉必具趸船直溜繄习与性成密得兰顺序排列軳不利因素琣歉打盐水飣"
 
 
@@ -202,6 +202,7 @@ def test_chinese_blocks_are_cut_as_jieba_cuts_them_on_seeded_random_text():
         assert wordcut.chinese_words(sentence) == _jieba_words(sentence), sentence
     wordcut.clear_cache()
     assert wordcut.chinese_words(_TIED)[:2] == ["等", "等等"] == _jieba_words(_TIED)[:2]
+    assert wordcut.chinese_words("等等等") == ["等等", "等"] == _jieba_words("等等等")  # an exact tie
 
 
 @settings(max_examples=300, derandomize=True, database=None, deadline=None)
