@@ -44,12 +44,6 @@ def _jieba():
     return jieba
 
 
-#: each dictionary word's (and lone character's) score, ``log(count or 1) - log(total)``,
-#: for the dictionary total it was computed with; bounded by the dictionary and the script
-_scores: dict = {}
-_scored_total: list = [None]
-
-
 @functools.lru_cache(maxsize=BLOCKS_CACHED)
 def _block_words(block: str) -> tuple[str, ...]:
     jieba = _jieba()
@@ -58,15 +52,20 @@ def _block_words(block: str) -> tuple[str, ...]:
     return tuple(jieba.cut(block))
 
 
+@functools.lru_cache(maxsize=1)
+def _scores(total: int) -> dict:
+    """Each dictionary word's (and lone character's) score met so far, ``log(count or 1) -
+    log(total)``, for one dictionary total (a dictionary changed in between starts afresh);
+    bounded by the dictionary and the script."""
+    return {}
+
+
 def _cut_han(sentence: str, jieba) -> list[str]:
     """``list(jieba.dt._Tokenizer__cut_DAG(sentence))`` for one block of Han characters,
     letters and digits (the module's docstring says how)."""
     tokenizer = jieba.dt
     tokenizer.check_initialized()
-    freq, n = tokenizer.FREQ, len(sentence)
-    if _scored_total[0] != tokenizer.total:
-        _scores.clear()
-        _scored_total[0] = tokenizer.total
+    freq, n, scores = tokenizer.FREQ, len(sentence), _scores(tokenizer.total)
     logtotal = math.log(tokenizer.total)
     score, end = [0.0] * n + [0], [0] * n
     for k in range(n - 1, -1, -1):
@@ -74,9 +73,9 @@ def _cut_han(sentence: str, jieba) -> list[str]:
         count = freq.get(frag)
         while count is not None:  # the dictionary's words that begin at k, shortest first
             if count:
-                s = _scores.get(frag)
+                s = scores.get(frag)
                 if s is None:
-                    s = _scores[frag] = math.log(count) - logtotal
+                    s = scores[frag] = math.log(count) - logtotal
                 s += score[i + 1]
                 if best is None or s >= best:  # max over (score, end): a tie goes to the later end
                     best, at = s, i
@@ -86,9 +85,9 @@ def _cut_han(sentence: str, jieba) -> list[str]:
             frag = sentence[k:i + 1]
             count = freq.get(frag)
         if best is None:  # no dictionary word begins here: the character alone, as jieba scores it
-            s = _scores.get(sentence[k])
+            s = scores.get(sentence[k])
             if s is None:
-                s = _scores[sentence[k]] = math.log(freq.get(sentence[k]) or 1) - logtotal
+                s = scores[sentence[k]] = math.log(freq.get(sentence[k]) or 1) - logtotal
             best = s + score[k + 1]
         score[k], end[k] = best, at
     words: list[str] = []
@@ -118,7 +117,7 @@ def _single(buf: str, words: list[str], freq: dict, jieba) -> None:
 def clear_cache() -> None:
     """Forget the blocks cut so far and the words' scores (benchmarks time a cold start with it)."""
     _block_words.cache_clear()
-    _scores.clear()
+    _scores.cache_clear()
 
 
 def chinese_blocks(text: str) -> Iterator[tuple[str, ...]]:
