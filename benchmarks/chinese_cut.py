@@ -7,8 +7,9 @@ Each round runs one fresh process per figure, in an order swapped every round. A
 up as ``scoring_speed.py``'s ``long_warm`` does (the language's other committed answers, the
 caches emptied, the same answers again). For ``cut_before`` it then cuts the blocks the scoring
 will ask ``metrics/wordcut.py`` for: each segment's text as the word-list check reads it
-(cleaned, read as Simplified) and each line as LCB's line pass reads it; the memory of token
-starts that this fills is emptied again, so that the two figures differ by the cutting alone.
+(cleaned, read as Simplified) and each line as LCB's line pass reads it, whole; the memory
+of token starts that this fills is emptied again, so that the two figures differ by the
+cutting alone.
 The garbage collector is held off while the answer is timed. Figures are process CPU time,
 medians over rounds, and the median of the per-round differences (``cutting_ms``);
 ``blocks_cut_before``: how many of the blocks the process had not cut before.
@@ -82,6 +83,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.rounds < 1:
         print("error: --rounds must be at least 1", file=sys.stderr)
+        return 2
+    if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
+        print(f"error: --json {args.json}: no such folder", file=sys.stderr)
         return 2
     if args.worker:
         print(json.dumps(worker(args.worker)))
