@@ -12,7 +12,9 @@ of token starts that this fills is emptied again, so that the two figures differ
 cutting alone.
 The garbage collector is held off while the answer is timed. Figures are process CPU time,
 medians over rounds, and the median of the per-round differences (``cutting_ms``);
-``blocks_cut_before``: how many of the blocks the process had not cut before.
+``blocks_cut_before``: how many of the blocks the process had not cut before;
+``blocks_cut_while_scoring_as_is``: how many the scoring cut itself as it is (with the blocks
+cut beforehand it cuts none, which each round checks).
 
     python benchmarks/chinese_cut.py [--rounds 5] [--json FILE]
 """
@@ -65,6 +67,7 @@ def worker(figure: str) -> dict:
     for text in others:
         task.process_results(doc, [text])
     new_blocks = _cut_beforehand(long) if figure == "cut_before" else None
+    misses = wordcut._block_words.cache_info().misses
     gc.disable()
     try:
         t0 = time.process_time()
@@ -72,7 +75,10 @@ def worker(figure: str) -> dict:
         ms = 1000 * (time.process_time() - t0)
     finally:
         gc.enable()
-    return {"ms": ms, "new_blocks": new_blocks}
+    cut_while_scoring = wordcut._block_words.cache_info().misses - misses
+    if figure == "cut_before" and cut_while_scoring:
+        raise SystemExit(f"the scoring still cut {cut_while_scoring} blocks that were to be cut beforehand")
+    return {"ms": ms, "new_blocks": new_blocks, "cut_while_scoring": cut_while_scoring}
 
 
 def main(argv=None) -> int:
@@ -91,7 +97,7 @@ def main(argv=None) -> int:
         print(json.dumps(worker(args.worker)))
         return 0
     times: dict = {name: [] for name in FIGURES}
-    new_blocks = None
+    new_blocks = cut_as_is = None
     for r in range(args.rounds):
         for name in (FIGURES if r % 2 == 0 else FIGURES[::-1]):
             done = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", name],
@@ -101,6 +107,7 @@ def main(argv=None) -> int:
             got = json.loads(done.stdout.strip().splitlines()[-1])
             times[name].append(got["ms"])
             new_blocks = got["new_blocks"] if name == "cut_before" else new_blocks
+            cut_as_is = got["cut_while_scoring"] if name == "as_is" else cut_as_is
         print(f"round {r + 1} of {args.rounds}: " + ", ".join(f"{k} {v[-1]:.1f} ms" for k, v in times.items()),
               file=sys.stderr, flush=True)
     out = {"command": f"python benchmarks/chinese_cut.py --rounds {args.rounds}",
@@ -109,6 +116,7 @@ def main(argv=None) -> int:
            "rounds_ms": {k: [round(x, 2) for x in v] for k, v in times.items()},
            **{f"{k}_ms": round(statistics.median(v), 2) for k, v in times.items()},
            "blocks_cut_before": new_blocks,
+           "blocks_cut_while_scoring_as_is": cut_as_is,
            "cutting_ms": round(statistics.median(a - b for a, b in zip(times["as_is"], times["cut_before"])), 2)}
     print(json.dumps(out, indent=2))
     if args.json:
